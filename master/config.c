@@ -1,0 +1,1076 @@
+/*
+ * The configuration file, read with libconfuse.
+ *
+ * Every directive is declared once in the option tables below.  Values are
+ * checked while libconfuse parses them: units by the value callbacks,
+ * ranges and lists by the validators, so each mistake is reported with the
+ * file and line where it was made.  The first mistake stops the load;
+ * corral never runs on a half-valid config.
+ */
+#include <sys/types.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
+#include <confuse.h>
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <netdb.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "master/config.h"
+#include "master/log.h"
+
+#define KB		1024ULL
+#define MB		(1024 * KB)
+#define GB		(1024 * MB)
+
+#define SEC		1000ULL			/* times are kept in ms */
+#define MIN		(60 * SEC)
+#define HOUR		(60 * MIN)
+#define DAY		(24 * HOUR)
+
+#define nitems(a)	(sizeof(a) / sizeof((a)[0]))
+
+#define WORKERS_AUTO	(-1)
+#define WORKERS_MAX	1024
+#define NAME_MAX_LEN	253		/* a DNS name, without the dot */
+#define LABEL_MAX_LEN	63
+#define HOST_CHARS	"abcdefghijklmnopqrstuvwxyz" \
+			"ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-"
+#define TOKEN_CHARS	"abcdefghijklmnopqrstuvwxyz" \
+			"ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789" \
+			"!#$%&'*+-.^_`|~"
+
+struct suffix {
+	const char *name;
+	uint64_t mult;
+};
+
+/* For printing, the last spelling of each multiplier wins. */
+static const struct suffix size_suffixes[] = {
+	{ "", 1 },
+	{ "K", KB }, { "k", KB },
+	{ "M", MB }, { "m", MB },
+	{ "G", GB }, { "g", GB },
+	{ NULL, 0 }
+};
+
+static const struct suffix time_suffixes[] = {
+	{ "ms", 1 },
+	{ "", SEC }, { "s", SEC },
+	{ "m", MIN },
+	{ "h", HOUR },
+	{ "d", DAY },
+	{ NULL, 0 }
+};
+
+static const struct suffix count_suffixes[] = {
+	{ "", 1 },
+	{ NULL, 0 }
+};
+
+enum unit { U_COUNT, U_SIZE, U_TIME };
+
+static const struct range {
+	const char *name;
+	enum unit unit;
+	long min, max;
+} ranges[] = {
+	{ "workers",		 U_COUNT, 1, WORKERS_MAX },
+	{ "worker_connections",	 U_COUNT, 16, 1048576 },
+	{ "max_request_line",	 U_SIZE, 256, MB },
+	{ "max_header_size",	 U_SIZE, KB, MB },
+	{ "file_cache_max_size", U_SIZE, 0, 64 * MB },
+	{ "max_headers",	 U_COUNT, 1, 1000 },
+	{ "keepalive_requests",	 U_COUNT, 0, 1000000000 },
+	{ "max_ranges",		 U_COUNT, 1, 1000 },
+	{ "file_cache_entries",	 U_COUNT, 0, 1000000 },
+	{ "keepalive_timeout",	 U_TIME, 0, DAY },
+	{ "header_timeout",	 U_TIME, 1, DAY },
+	{ "body_timeout",	 U_TIME, 1, DAY },
+	{ "send_timeout",	 U_TIME, 1, DAY },
+	{ "lingering_timeout",	 U_TIME, 1, DAY },
+	{ "file_cache_valid",	 U_TIME, 0, DAY },
+};
+
+static int cb_workers(cfg_t *, cfg_opt_t *, const char *, void *);
+static int cb_count(cfg_t *, cfg_opt_t *, const char *, void *);
+static int cb_size(cfg_t *, cfg_opt_t *, const char *, void *);
+static int cb_time(cfg_t *, cfg_opt_t *, const char *, void *);
+static int cb_log_level(cfg_t *, cfg_opt_t *, const char *, void *);
+static int cb_listen(cfg_t *, cfg_opt_t *, const char *, void *);
+static int cb_server_name(cfg_t *, cfg_opt_t *, const char *, void *);
+static int cb_root(cfg_t *, cfg_opt_t *, const char *, void *);
+static int cb_index(cfg_t *, cfg_opt_t *, const char *, void *);
+
+static cfg_opt_t server_opts[] = {
+	CFG_STR_LIST_CB("names", "{localhost}", CFGF_NONE, cb_server_name),
+	CFG_STR_CB("root", NULL, CFGF_NODEFAULT, cb_root),
+	CFG_STR_LIST_CB("index", "{index.html}", CFGF_NONE, cb_index),
+	CFG_STR("access_log", "off", CFGF_NONE),
+	CFG_END()
+};
+
+static cfg_opt_t opts[] = {
+	CFG_INT_CB("workers", WORKERS_AUTO, CFGF_NONE, cb_workers),
+	CFG_INT_CB("worker_connections", 4096, CFGF_NONE, cb_count),
+	CFG_STR("error_log", "stderr", CFGF_NONE),
+	CFG_INT_CB("log_level", L_NOTICE, CFGF_NONE, cb_log_level),
+	CFG_STR("pid_file", "off", CFGF_NONE),
+	CFG_STR("user", NULL, CFGF_NODEFAULT),
+	CFG_STR("group", NULL, CFGF_NODEFAULT),
+	CFG_PTR_LIST_CB("listen", "{127.0.0.1:8080}", CFGF_NONE, cb_listen,
+	    free),
+
+	CFG_INT_CB("max_request_line", 8 * KB, CFGF_NONE, cb_size),
+	CFG_INT_CB("max_header_size", 32 * KB, CFGF_NONE, cb_size),
+	CFG_INT_CB("max_headers", 100, CFGF_NONE, cb_count),
+	CFG_INT_CB("max_body_size", MB, CFGF_NONE, cb_size),
+	CFG_INT_CB("keepalive_requests", 1000, CFGF_NONE, cb_count),
+	CFG_INT_CB("keepalive_timeout", 75 * SEC, CFGF_NONE, cb_time),
+	CFG_INT_CB("header_timeout", 30 * SEC, CFGF_NONE, cb_time),
+	CFG_INT_CB("body_timeout", 60 * SEC, CFGF_NONE, cb_time),
+	CFG_INT_CB("send_timeout", 60 * SEC, CFGF_NONE, cb_time),
+	CFG_INT_CB("lingering_timeout", 5 * SEC, CFGF_NONE, cb_time),
+
+	CFG_BOOL("server_tokens", cfg_true, CFGF_NONE),
+	CFG_BOOL("sendfile", cfg_true, CFGF_NONE),
+	CFG_STR("mime_types", "mime.types", CFGF_NONE),
+	CFG_STR("default_type", "application/octet-stream", CFGF_NONE),
+	CFG_INT_CB("max_ranges", 16, CFGF_NONE, cb_count),
+
+	CFG_INT_CB("file_cache_entries", 1024, CFGF_NONE, cb_count),
+	CFG_INT_CB("file_cache_valid", 1 * SEC, CFGF_NONE, cb_time),
+	CFG_INT_CB("file_cache_max_size", 64 * KB, CFGF_NONE, cb_size),
+
+	CFG_SEC("server", server_opts, CFGF_MULTI),
+	CFG_END()
+};
+
+#define NOPTS	nitems(opts)
+
+/*
+ * State of one config_load().  libconfuse callbacks carry no user pointer,
+ * hence the file-scope pointer; like libconfuse itself, loading is not
+ * thread-safe.
+ */
+struct loader {
+	const char *path;		/* as the caller wrote it */
+	char *err;
+	size_t errlen;
+	bool failed;			/* keep the first error only */
+	bool oom;
+	cfg_t *cfg;
+	char dir[PATH_MAX];		/* real path of the config's folder */
+	char file[PATH_MAX];
+	char tmp[PATH_MAX];
+	char result[PATH_MAX];		/* value handed back to libconfuse */
+	int line[NOPTS];		/* where each global option was set */
+};
+
+static struct loader *ld;
+
+static void
+vfail(const char *file, int line, const char *fmt, va_list ap)
+{
+	int n;
+
+	if (ld->failed)
+		return;
+	ld->failed = true;
+	if (ld->errlen == 0)
+		return;
+	if (line > 0)
+		n = snprintf(ld->err, ld->errlen, "%s:%d: ", file, line);
+	else
+		n = snprintf(ld->err, ld->errlen, "%s: ", file);
+	if (n >= 0 && (size_t)n < ld->errlen)
+		vsnprintf(ld->err + n, ld->errlen - n, fmt, ap);
+}
+
+/* Errors found after parsing, formatted like libconfuse's own. */
+static void __attribute__((format(printf, 2, 3)))
+fail(int line, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vfail(ld->path, line, fmt, ap);
+	va_end(ap);
+}
+
+static void
+on_cfg_error(cfg_t *cfg, const char *fmt, va_list ap)
+{
+	vfail(cfg->filename, cfg->line, fmt, ap);
+}
+
+/* Digits and one suffix from tab; anything else is an error. */
+static int
+parse_scaled(const char *s, const struct suffix *tab, uint64_t *out)
+{
+	uint64_t n = 0;
+	const char *p;
+
+	if (s == NULL || *s < '0' || *s > '9')
+		return -1;
+	for (p = s; *p >= '0' && *p <= '9'; p++) {
+		if (n > (UINT64_MAX - (*p - '0')) / 10)
+			return -1;
+		n = n * 10 + (*p - '0');
+	}
+	for (; tab->name != NULL; tab++) {
+		if (strcmp(p, tab->name) != 0)
+			continue;
+		if (n > UINT64_MAX / tab->mult)
+			return -1;
+		*out = n * tab->mult;
+		return 0;
+	}
+	return -1;
+}
+
+int
+config_parse_size(const char *s, uint64_t *out)
+{
+	return parse_scaled(s, size_suffixes, out);
+}
+
+int
+config_parse_time_ms(const char *s, int64_t *out)
+{
+	uint64_t v;
+
+	if (parse_scaled(s, time_suffixes, &v) == -1 || v > INT64_MAX)
+		return -1;
+	*out = (int64_t)v;
+	return 0;
+}
+
+/* Prints v in the largest unit that divides it: 1048576 bytes as "1m". */
+static const char *
+format_value(char *buf, size_t len, enum unit unit, long v)
+{
+	const struct suffix *tab, *end;
+
+	tab = unit == U_SIZE ? size_suffixes :
+	    unit == U_TIME ? time_suffixes : count_suffixes;
+	for (end = tab; end->name != NULL; end++)
+		;
+	while (v != 0 && --end >= tab) {
+		if ((uint64_t)v % end->mult == 0) {
+			snprintf(buf, len, "%llu%s",
+			    (unsigned long long)((uint64_t)v / end->mult),
+			    end->name);
+			return buf;
+		}
+	}
+	snprintf(buf, len, "%ld", v);
+	return buf;
+}
+
+static int
+online_cpus(void)
+{
+	long n = sysconf(_SC_NPROCESSORS_ONLN);
+
+	if (n < 1)
+		return 1;
+	return n > WORKERS_MAX ? WORKERS_MAX : (int)n;
+}
+
+static int
+parse_long(cfg_t *cfg, cfg_opt_t *opt, const char *value, long *result,
+    const struct suffix *tab, const char *what)
+{
+	uint64_t v;
+
+	if (parse_scaled(value, tab, &v) == -1 || v > LONG_MAX) {
+		cfg_error(cfg, "invalid %s \"%s\" for %s", what, value,
+		    opt->name);
+		return -1;
+	}
+	*result = (long)v;
+	return 0;
+}
+
+static int
+cb_count(cfg_t *cfg, cfg_opt_t *opt, const char *value, void *result)
+{
+	return parse_long(cfg, opt, value, result, count_suffixes,
+	    "number (digits only)");
+}
+
+static int
+cb_workers(cfg_t *cfg, cfg_opt_t *opt, const char *value, void *result)
+{
+	if (strcmp(value, "auto") == 0) {
+		*(long *)result = online_cpus();
+		return 0;
+	}
+	return parse_long(cfg, opt, value, result, count_suffixes,
+	    "number (\"auto\" or digits)");
+}
+
+static int
+cb_size(cfg_t *cfg, cfg_opt_t *opt, const char *value, void *result)
+{
+	return parse_long(cfg, opt, value, result, size_suffixes,
+	    "size (a number with an optional k, m or g)");
+}
+
+static int
+cb_time(cfg_t *cfg, cfg_opt_t *opt, const char *value, void *result)
+{
+	return parse_long(cfg, opt, value, result, time_suffixes,
+	    "time (a number with an optional ms, s, m, h or d)");
+}
+
+static int
+cb_log_level(cfg_t *cfg, cfg_opt_t *opt, const char *value, void *result)
+{
+	int level = log_level_parse(value);
+
+	if (level < 0) {
+		cfg_error(cfg, "unknown log_level \"%s\" (crit, error, warn, "
+		    "notice, info or debug)", value);
+		return -1;
+	}
+	*(long *)result = level;
+	return 0;
+}
+
+static int
+parse_port(const char *s, char *out, size_t len)
+{
+	uint64_t port;
+
+	if (strlen(s) > 5 || parse_scaled(s, count_suffixes, &port) == -1 ||
+	    port < 1 || port > 65535)
+		return -1;
+	snprintf(out, len, "%u", (unsigned)port);
+	return 0;
+}
+
+/* Fills l from "IPv4:port", "[IPv6]:port", "*:port" or "port"; no DNS. */
+static const char *
+parse_listen(const char *s, struct config_listen *l)
+{
+	struct addrinfo hints, *res;
+	struct in_addr in;
+	char host[sizeof(l->text)], port[8];
+	const char *p;
+	size_t hostlen;
+
+	if (strlen(s) >= sizeof(l->text))
+		return "too long";
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_family = AF_INET;
+	if (s[0] == '[') {
+		if ((p = strchr(s, ']')) == NULL || p[1] != ':')
+			return "expected [IPv6 address]:port";
+		hostlen = p - s - 1;
+		memcpy(host, s + 1, hostlen);
+		p += 2;
+		hints.ai_family = AF_INET6;
+	} else if ((p = strrchr(s, ':')) != NULL) {
+		hostlen = p - s;
+		memcpy(host, s, hostlen);
+		p++;
+	} else {
+		host[0] = '*';
+		hostlen = 1;
+		p = s;
+	}
+	host[hostlen] = '\0';
+	if (strcmp(host, "*") == 0)
+		strcpy(host, "0.0.0.0");
+	if (parse_port(p, port, sizeof(port)) == -1)
+		return "the port must be a number from 1 to 65535";
+	if (hints.ai_family == AF_INET && strchr(host, ':') != NULL)
+		return "an IPv6 address needs brackets: [address]:port";
+	if (hints.ai_family == AF_INET && inet_pton(AF_INET, host, &in) != 1)
+		return "not a numeric IPv4 address (names are not resolved)";
+	hints.ai_socktype = SOCK_STREAM;
+	hints.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV | AI_PASSIVE;
+	if (getaddrinfo(host, port, &hints, &res) != 0)
+		return "not a numeric IP address (names are not resolved)";
+	memcpy(&l->addr, res->ai_addr, res->ai_addrlen);
+	l->addrlen = res->ai_addrlen;
+	freeaddrinfo(res);
+	strcpy(l->text, s);
+	return NULL;
+}
+
+static int
+cb_listen(cfg_t *cfg, cfg_opt_t *opt, const char *value, void *result)
+{
+	struct config_listen *l;
+	const char *why;
+
+	if ((l = calloc(1, sizeof(*l))) == NULL) {
+		cfg_error(cfg, "out of memory");
+		return -1;
+	}
+	if ((why = parse_listen(value, l)) != NULL) {
+		cfg_error(cfg, "invalid listen address \"%s\": %s", value, why);
+		free(l);
+		return -1;
+	}
+	*(void **)result = l;
+	return 0;
+}
+
+static bool
+valid_host_name(const char *s)
+{
+	size_t n;
+
+	if (strcmp(s, "_") == 0)
+		return true;
+	if (s[0] == '*' && s[1] == '.')
+		s += 2;
+	if (strlen(s) > NAME_MAX_LEN)
+		return false;
+	for (;;) {
+		n = strspn(s, HOST_CHARS);
+		if (n == 0 || n > LABEL_MAX_LEN)
+			return false;
+		s += n;
+		if (*s == '\0')
+			return true;
+		if (*s++ != '.')
+			return false;
+	}
+}
+
+static int
+cb_server_name(cfg_t *cfg, cfg_opt_t *opt, const char *value, void *result)
+{
+	size_t i;
+
+	if (!valid_host_name(value)) {
+		cfg_error(cfg, "invalid server name \"%s\" (a host name, "
+		    "\"*.\" and a host name, or \"_\")", value);
+		return -1;
+	}
+	for (i = 0; value[i] != '\0'; i++)
+		ld->result[i] = tolower((unsigned char)value[i]);
+	ld->result[i] = '\0';
+	*(const char **)result = ld->result;
+	return 0;
+}
+
+static int
+join_path(char *buf, size_t len, const char *dir, const char *name)
+{
+	int n;
+
+	if (name[0] == '/')
+		n = snprintf(buf, len, "%s", name);
+	else if (strcmp(dir, "/") == 0)
+		n = snprintf(buf, len, "/%s", name);
+	else
+		n = snprintf(buf, len, "%s/%s", dir, name);
+	return n < 0 || (size_t)n >= len ? -1 : 0;
+}
+
+/* Stores the real path, so the workers never look at the config's folder. */
+static int
+cb_root(cfg_t *cfg, cfg_opt_t *opt, const char *value, void *result)
+{
+	struct stat st;
+
+	if (value[0] == '\0') {
+		cfg_error(cfg, "root must not be empty");
+		return -1;
+	}
+	if (join_path(ld->tmp, sizeof(ld->tmp), ld->dir, value) == -1) {
+		cfg_error(cfg, "root \"%s\": path too long", value);
+		return -1;
+	}
+	if (realpath(ld->tmp, ld->result) == NULL ||
+	    stat(ld->result, &st) == -1) {
+		cfg_error(cfg, "root \"%s\": %s", ld->tmp, strerror(errno));
+		return -1;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		cfg_error(cfg, "root \"%s\" is not a directory", ld->tmp);
+		return -1;
+	}
+	*(const char **)result = ld->result;
+	return 0;
+}
+
+static int
+cb_index(cfg_t *cfg, cfg_opt_t *opt, const char *value, void *result)
+{
+	if (value[0] == '\0' || strchr(value, '/') != NULL ||
+	    strcmp(value, ".") == 0 || strcmp(value, "..") == 0) {
+		cfg_error(cfg, "invalid index \"%s\" (a file name, without "
+		    "'/')", value);
+		return -1;
+	}
+	*(const char **)result = value;
+	return 0;
+}
+
+/* Remembers where a global option was set, for checks made after parsing. */
+static void
+note_line(cfg_t *cfg, cfg_opt_t *opt)
+{
+	if (cfg == ld->cfg && opt >= cfg->opts && opt < cfg->opts + NOPTS)
+		ld->line[opt - cfg->opts] = cfg->line;
+}
+
+static int
+line_of(const char *name)
+{
+	cfg_opt_t *opt = cfg_getopt(ld->cfg, name);
+
+	return opt == NULL ? 0 : ld->line[opt - ld->cfg->opts];
+}
+
+static int
+validate_range(cfg_t *cfg, cfg_opt_t *opt)
+{
+	const struct range *r;
+	long v = cfg_opt_getnint(opt, 0);
+	char lo[32], hi[32];
+
+	note_line(cfg, opt);
+	for (r = ranges; r < ranges + nitems(ranges); r++)
+		if (strcmp(r->name, opt->name) == 0)
+			break;
+	if (r == ranges + nitems(ranges) || (v >= r->min && v <= r->max))
+		return 0;
+	cfg_error(cfg, "%s must be between %s and %s", opt->name,
+	    format_value(lo, sizeof(lo), r->unit, r->min),
+	    format_value(hi, sizeof(hi), r->unit, r->max));
+	return -1;
+}
+
+static int
+validate_nonempty(cfg_t *cfg, cfg_opt_t *opt)
+{
+	const char *s = cfg_opt_getnstr(opt, 0);
+
+	note_line(cfg, opt);
+	if (s != NULL && s[0] != '\0')
+		return 0;
+	cfg_error(cfg, "%s must not be empty", opt->name);
+	return -1;
+}
+
+static int
+validate_mime_type(cfg_t *cfg, cfg_opt_t *opt)
+{
+	const char *s = cfg_opt_getnstr(opt, 0);
+	size_t n = strspn(s, TOKEN_CHARS);
+
+	if (n > 0 && s[n] == '/' && s[n + 1] != '\0' &&
+	    strspn(s + n + 1, TOKEN_CHARS) == strlen(s + n + 1))
+		return 0;
+	cfg_error(cfg, "%s \"%s\" is not a media type like "
+	    "\"application/octet-stream\"", opt->name, s);
+	return -1;
+}
+
+static bool
+same_address(const struct config_listen *a, const struct config_listen *b)
+{
+	const struct sockaddr_in *a4 = (const struct sockaddr_in *)&a->addr;
+	const struct sockaddr_in *b4 = (const struct sockaddr_in *)&b->addr;
+	const struct sockaddr_in6 *a6 = (const struct sockaddr_in6 *)&a->addr;
+	const struct sockaddr_in6 *b6 = (const struct sockaddr_in6 *)&b->addr;
+
+	if (a->addr.ss_family != b->addr.ss_family)
+		return false;
+	if (a->addr.ss_family == AF_INET)
+		return a4->sin_port == b4->sin_port &&
+		    a4->sin_addr.s_addr == b4->sin_addr.s_addr;
+	return a6->sin6_port == b6->sin6_port &&
+	    a6->sin6_scope_id == b6->sin6_scope_id &&
+	    memcmp(&a6->sin6_addr, &b6->sin6_addr, sizeof(a6->sin6_addr)) == 0;
+}
+
+/* Runs after each value of the list, so it looks at the whole list. */
+static int
+validate_listen(cfg_t *cfg, cfg_opt_t *opt)
+{
+	const struct config_listen *a, *b;
+	unsigned int i, j;
+
+	for (i = 1; i < cfg_opt_size(opt); i++) {
+		a = cfg_opt_getnptr(opt, i);
+		for (j = 0; j < i; j++) {
+			b = cfg_opt_getnptr(opt, j);
+			if (a == NULL || b == NULL || !same_address(a, b))
+				continue;
+			cfg_error(cfg, "listen \"%s\" is the same address as "
+			    "\"%s\"", a->text, b->text);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+static bool
+has_name(cfg_t *sec, const char *name, unsigned int before)
+{
+	unsigned int i;
+
+	for (i = 0; i < before; i++)
+		if (strcmp(cfg_getnstr(sec, "names", i), name) == 0)
+			return true;
+	return false;
+}
+
+/*
+ * Runs when a server section closes (cfg->line is its closing brace), so
+ * that defaulted names are checked too.
+ */
+static int
+validate_server(cfg_t *cfg, cfg_opt_t *opt)
+{
+	unsigned int n = cfg_opt_size(opt), i, j;
+	cfg_t *sec = cfg_opt_getnsec(opt, n - 1), *prev;
+	const char *name;
+
+	if (cfg_size(sec, "root") == 0) {
+		cfg_error(cfg, "the server section ending here has no root");
+		return -1;
+	}
+	for (i = 0; i < cfg_size(sec, "names"); i++) {
+		name = cfg_getnstr(sec, "names", i);
+		if (has_name(sec, name, i)) {
+			cfg_error(cfg, "server name \"%s\" is listed twice",
+			    name);
+			return -1;
+		}
+		for (j = 0; j + 1 < n; j++) {
+			prev = cfg_opt_getnsec(opt, j);
+			if (!has_name(prev, name, cfg_size(prev, "names")))
+				continue;
+			cfg_error(cfg, "server name \"%s\" is already used by "
+			    "the server section ending on line %d", name,
+			    prev->line);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+static const struct {
+	const char *name;
+	cfg_validate_callback_t fn;
+} validators[] = {
+	{ "error_log",		validate_nonempty },
+	{ "pid_file",		validate_nonempty },
+	{ "user",		validate_nonempty },
+	{ "group",		validate_nonempty },
+	{ "listen",		validate_listen },
+	{ "mime_types",		validate_nonempty },
+	{ "default_type",	validate_mime_type },
+	{ "server",		validate_server },
+	{ "server|access_log",	validate_nonempty },
+};
+
+static void
+set_validators(cfg_t *cfg)
+{
+	size_t i;
+
+	for (i = 0; i < nitems(ranges); i++)
+		cfg_set_validate_func(cfg, ranges[i].name, validate_range);
+	for (i = 0; i < nitems(validators); i++)
+		cfg_set_validate_func(cfg, validators[i].name,
+		    validators[i].fn);
+}
+
+/*
+ * libconfuse 3.3 counts two lines too many for each '#' or '//' comment
+ * and one for each block comment, rejects comments inside lists, and takes
+ * the end of the file as the end of an open section.  So the text is handed
+ * over with its comments blanked out (newlines stay, and with them true
+ * line numbers) after its braces are checked.  As in libconfuse's lexer, a
+ * comment starts only where a token may start.  Returns the line of a
+ * problem and sets why, or returns 0.
+ */
+static int
+prepare_text(char *s, size_t len, const char **why)
+{
+	char *end = s + len, *p = s, quote;
+	int line = 1, start, brace = 0, depth = 0;
+
+	while (p < end) {
+		if (*p == '"' || *p == '\'') {
+			for (quote = *p++; p < end && *p != quote; p++) {
+				if (*p == '\\' && p + 1 < end)
+					p++;
+				line += *p == '\n';
+			}
+			if (p < end)
+				p++;
+		} else if (*p == '#' || (*p == '/' && p + 1 < end &&
+		    p[1] == '/')) {
+			while (p < end && *p != '\n')
+				*p++ = ' ';
+		} else if (*p == '/' && p + 1 < end && p[1] == '*') {
+			start = line;
+			p[0] = p[1] = ' ';
+			for (p += 2; p + 1 < end; p++) {
+				if (p[0] == '*' && p[1] == '/')
+					break;
+				if (*p == '\n')
+					line++;
+				else
+					*p = ' ';
+			}
+			if (p + 1 >= end) {
+				*why = "unterminated /* comment";
+				return start;
+			}
+			p[0] = p[1] = ' ';
+			p += 2;
+		} else if (strchr(" \t\r\n={}()+,*", *p) != NULL) {
+			if (*p == '{' && depth++ == 0)
+				brace = line;
+			else if (*p == '}' && depth > 0)
+				depth--;
+			line += *p++ == '\n';
+		} else {
+			while (p < end &&
+			    strchr(" \t\r\n#\"'={}()+,*", *p) == NULL)
+				p++;
+		}
+	}
+	if (depth > 0) {
+		*why = "this '{' is never closed";
+		return brace;
+	}
+	return 0;
+}
+
+static char *
+read_text(const char *path, size_t *lenp)
+{
+	FILE *fp;
+	char *buf = NULL, *nbuf;
+	size_t len = 0, size = 0, n;
+	int saved;
+
+	if ((fp = fopen(path, "r")) == NULL)
+		return NULL;
+	for (;;) {
+		if (len == size) {
+			size = size ? size * 2 : 8192;
+			if ((nbuf = realloc(buf, size)) == NULL)
+				goto fail;
+			buf = nbuf;
+		}
+		if ((n = fread(buf + len, 1, size - len, fp)) == 0)
+			break;
+		len += n;
+	}
+	if (ferror(fp))
+		goto fail;
+	fclose(fp);
+	*lenp = len;
+	return buf;
+fail:
+	saved = errno;
+	free(buf);
+	fclose(fp);
+	errno = saved;
+	return NULL;
+}
+
+/* Finds the config's folder: relative paths in the file are taken from it. */
+static int
+locate(const char *path)
+{
+	const char *slash = strrchr(path, '/'), *base = path;
+	char dir[PATH_MAX];
+	struct stat st;
+
+	if (stat(path, &st) == -1) {
+		fail(0, "%s", strerror(errno));
+		return -1;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		fail(0, "not a regular file");
+		return -1;
+	}
+	strcpy(dir, ".");
+	if (slash != NULL) {
+		base = slash + 1;
+		if ((size_t)(slash - path) >= sizeof(dir)) {
+			fail(0, "path too long");
+			return -1;
+		}
+		memcpy(dir, path, slash - path);
+		dir[slash - path] = '\0';
+		if (slash == path)
+			strcpy(dir, "/");
+	}
+	if (realpath(dir, ld->dir) == NULL) {
+		fail(0, "%s", strerror(errno));
+		return -1;
+	}
+	if (join_path(ld->file, sizeof(ld->file), ld->dir, base) == -1) {
+		fail(0, "path too long");
+		return -1;
+	}
+	return 0;
+}
+
+static int
+parse(cfg_t *cfg)
+{
+	const char *why;
+	char *text;
+	size_t len;
+	FILE *fp;
+	int line, rc;
+
+	if ((text = read_text(ld->path, &len)) == NULL) {
+		fail(0, "%s", strerror(errno));
+		return -1;
+	}
+	if ((line = prepare_text(text, len, &why)) > 0) {
+		fail(line, "%s", why);
+		free(text);
+		return -1;
+	}
+	if (len == 0)
+		rc = CFG_SUCCESS;
+	else if ((fp = fmemopen(text, len, "r")) == NULL)
+		rc = CFG_FILE_ERROR;
+	else {
+		rc = cfg_parse_fp(cfg, fp);
+		fclose(fp);
+	}
+	free(text);
+	if (rc == CFG_FILE_ERROR)
+		fail(0, "%s", strerror(errno));
+	else if (rc != CFG_SUCCESS)
+		fail(0, "could not be parsed");
+	return rc == CFG_SUCCESS ? 0 : -1;
+}
+
+/* Checks that need the whole file; their options may come in any order. */
+static int
+check(cfg_t *cfg)
+{
+	char a[32], b[32];
+	long req = cfg_getint(cfg, "max_request_line");
+	long hdr = cfg_getint(cfg, "max_header_size");
+	int l1 = line_of("max_request_line"), l2 = line_of("max_header_size");
+
+	if (cfg_size(cfg, "server") == 0)
+		fail(0, "no server section; at least one is required");
+	else if (cfg_size(cfg, "listen") == 0)
+		fail(0, "listen needs at least one address");
+	else if (cfg_getstr(cfg, "group") != NULL &&
+	    cfg_getstr(cfg, "user") == NULL)
+		fail(line_of("group"), "group is set but user is not");
+	else if (hdr < req)
+		fail(l1 > l2 ? l1 : l2, "max_header_size (%s) must be at "
+		    "least max_request_line (%s)",
+		    format_value(a, sizeof(a), U_SIZE, hdr),
+		    format_value(b, sizeof(b), U_SIZE, req));
+	return ld->failed ? -1 : 0;
+}
+
+static char *
+copy(const char *s)
+{
+	char *d;
+
+	if (s == NULL)
+		return NULL;
+	if ((d = strdup(s)) == NULL)
+		ld->oom = true;
+	return d;
+}
+
+/* An absolute path, or NULL when s is the word that means "none". */
+static char *
+copy_path(const char *s, const char *none)
+{
+	if (none != NULL && strcmp(s, none) == 0)
+		return NULL;
+	if (join_path(ld->tmp, sizeof(ld->tmp), ld->dir, s) == -1) {
+		fail(0, "path too long: %s", s);
+		return NULL;
+	}
+	return copy(ld->tmp);
+}
+
+static char **
+copy_list(cfg_t *sec, const char *name, size_t *np)
+{
+	size_t i, n = cfg_size(sec, name);
+	char **v;
+
+	*np = 0;
+	if (n == 0)
+		return NULL;
+	if ((v = calloc(n, sizeof(*v))) == NULL) {
+		ld->oom = true;
+		return NULL;
+	}
+	for (*np = n, i = 0; i < n; i++)
+		v[i] = copy(cfg_getnstr(sec, name, i));
+	return v;
+}
+
+static void
+build_server(cfg_t *sec, struct config_server *s)
+{
+	s->names = copy_list(sec, "names", &s->nnames);
+	s->root = copy(cfg_getstr(sec, "root"));
+	s->index = copy_list(sec, "index", &s->nindex);
+	s->access_log = copy_path(cfg_getstr(sec, "access_log"), "off");
+}
+
+static void
+build(cfg_t *cfg, struct config *cf)
+{
+	size_t i;
+
+	cf->file = copy(ld->file);
+	cf->workers = cfg_getint(cfg, "workers");
+	if (cf->workers == WORKERS_AUTO)
+		cf->workers = online_cpus();
+	cf->worker_connections = cfg_getint(cfg, "worker_connections");
+	cf->error_log = copy_path(cfg_getstr(cfg, "error_log"), "stderr");
+	cf->log_level = cfg_getint(cfg, "log_level");
+	cf->pid_file = copy_path(cfg_getstr(cfg, "pid_file"), "off");
+	cf->user = copy(cfg_getstr(cfg, "user"));
+	cf->group = copy(cfg_getstr(cfg, "group"));
+
+	cf->nlisten = cfg_size(cfg, "listen");
+	if ((cf->listen = calloc(cf->nlisten, sizeof(*cf->listen))) == NULL)
+		ld->oom = true;
+	for (i = 0; cf->listen != NULL && i < cf->nlisten; i++)
+		cf->listen[i] = *(struct config_listen *)
+		    cfg_getnptr(cfg, "listen", i);
+
+	cf->max_request_line = cfg_getint(cfg, "max_request_line");
+	cf->max_header_size = cfg_getint(cfg, "max_header_size");
+	cf->max_headers = cfg_getint(cfg, "max_headers");
+	cf->max_body_size = cfg_getint(cfg, "max_body_size");
+	cf->keepalive_requests = cfg_getint(cfg, "keepalive_requests");
+	cf->keepalive_timeout_ms = cfg_getint(cfg, "keepalive_timeout");
+	cf->header_timeout_ms = cfg_getint(cfg, "header_timeout");
+	cf->body_timeout_ms = cfg_getint(cfg, "body_timeout");
+	cf->send_timeout_ms = cfg_getint(cfg, "send_timeout");
+	cf->lingering_timeout_ms = cfg_getint(cfg, "lingering_timeout");
+
+	cf->server_tokens = cfg_getbool(cfg, "server_tokens");
+	cf->sendfile = cfg_getbool(cfg, "sendfile");
+	cf->mime_types = copy_path(cfg_getstr(cfg, "mime_types"), NULL);
+	cf->default_type = copy(cfg_getstr(cfg, "default_type"));
+	cf->max_ranges = cfg_getint(cfg, "max_ranges");
+
+	cf->file_cache_entries = cfg_getint(cfg, "file_cache_entries");
+	cf->file_cache_valid_ms = cfg_getint(cfg, "file_cache_valid");
+	cf->file_cache_max_size = cfg_getint(cfg, "file_cache_max_size");
+
+	cf->nservers = cfg_size(cfg, "server");
+	if ((cf->servers = calloc(cf->nservers, sizeof(*cf->servers))) == NULL)
+		ld->oom = true;
+	for (i = 0; cf->servers != NULL && i < cf->nservers; i++)
+		build_server(cfg_getnsec(cfg, "server", i), &cf->servers[i]);
+}
+
+struct config *
+config_load(const char *path, char *err, size_t errlen)
+{
+	struct loader *l;
+	struct config *cf = NULL;
+	cfg_t *cfg = NULL;
+
+	if (errlen > 0)
+		err[0] = '\0';
+	if ((l = calloc(1, sizeof(*l))) == NULL) {
+		snprintf(err, errlen, "%s: %s", path, strerror(errno));
+		return NULL;
+	}
+	l->path = path;
+	l->err = err;
+	l->errlen = errlen;
+	ld = l;
+	if (locate(path) == -1)
+		goto out;
+	if ((cfg = cfg_init(opts, CFGF_NONE)) == NULL ||
+	    (cfg->filename = strdup(path)) == NULL) {
+		fail(0, "out of memory");
+		goto out;
+	}
+	l->cfg = cfg;
+	cfg_set_error_function(cfg, on_cfg_error);
+	set_validators(cfg);
+	if (parse(cfg) == -1 || check(cfg) == -1)
+		goto out;
+	if ((cf = calloc(1, sizeof(*cf))) != NULL)
+		build(cfg, cf);
+	if (cf == NULL || l->oom || l->failed) {
+		fail(0, "out of memory");
+		config_free(cf);
+		cf = NULL;
+	}
+out:
+	if (cfg != NULL)
+		cfg_free(cfg);
+	ld = NULL;
+	free(l);
+	return cf;
+}
+
+static void
+free_list(char **v, size_t n)
+{
+	size_t i;
+
+	for (i = 0; v != NULL && i < n; i++)
+		free(v[i]);
+	free(v);
+}
+
+void
+config_free(struct config *cf)
+{
+	size_t i;
+
+	if (cf == NULL)
+		return;
+	for (i = 0; cf->servers != NULL && i < cf->nservers; i++) {
+		free_list(cf->servers[i].names, cf->servers[i].nnames);
+		free(cf->servers[i].root);
+		free_list(cf->servers[i].index, cf->servers[i].nindex);
+		free(cf->servers[i].access_log);
+	}
+	free(cf->servers);
+	free(cf->listen);
+	free(cf->file);
+	free(cf->error_log);
+	free(cf->pid_file);
+	free(cf->user);
+	free(cf->group);
+	free(cf->mime_types);
+	free(cf->default_type);
+	free(cf);
+}

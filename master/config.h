@@ -1,0 +1,84 @@
+/*
+ * The configuration: parsed by libconfuse from one declarative table into a
+ * typed struct that the master builds once and the workers only read.
+ *
+ * Sizes accept the suffixes k, m, g (powers of 1024); times accept ms, s, m,
+ * h, d, and a bare number means seconds.  Relative paths are resolved against
+ * the folder of the config file.
+ */
+#ifndef CORRAL_CONFIG_H
+#define CORRAL_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+struct config_listen {
+	struct sockaddr_storage addr;
+	socklen_t addrlen;
+	char text[64];			/* as written, "127.0.0.1:8080" */
+};
+
+struct config_server {
+	char **names;			/* lower case; "*.example.com" allowed */
+	size_t nnames;
+	char *root;			/* absolute path of the document root */
+	char **index;
+	size_t nindex;
+	char *access_log;		/* absolute path, or NULL when "off" */
+};
+
+struct config {
+	char *file;			/* absolute path of the config file */
+	int workers;			/* "auto" resolved to the CPU count */
+	int worker_connections;
+	char *error_log;		/* absolute path, or NULL for stderr */
+	int log_level;			/* enum log_level */
+	char *pid_file;			/* absolute path, or NULL */
+	char *user;			/* NULL: keep the user we started as */
+	char *group;
+
+	struct config_listen *listen;
+	size_t nlisten;
+
+	/* HTTP limits and timeouts. */
+	size_t max_request_line;	/* longer request line: 414 */
+	size_t max_header_size;		/* whole header block: 431 */
+	size_t max_headers;		/* header field count: 431 */
+	uint64_t max_body_size;		/* 413; 0 means no limit */
+	int keepalive_requests;
+	int keepalive_timeout_ms;
+	int header_timeout_ms;		/* total, from the first byte */
+	int body_timeout_ms;
+	int send_timeout_ms;
+	int lingering_timeout_ms;
+
+	bool server_tokens;
+	bool sendfile;
+	char *mime_types;		/* absolute path */
+	char *default_type;
+	int max_ranges;			/* more ranges get the whole body */
+
+	/* Per-worker open-file cache. */
+	size_t file_cache_entries;
+	int file_cache_valid_ms;
+	size_t file_cache_max_size;	/* files up to this are kept in memory */
+
+	struct config_server *servers;	/* servers[0] is the default */
+	size_t nservers;
+};
+
+/*
+ * Parses and validates a config file.  On error returns NULL and writes
+ * "FILE:LINE: what is wrong" (or "FILE: what is wrong") into err.
+ */
+struct config *config_load(const char *path, char *err, size_t errlen);
+
+void config_free(struct config *cf);
+
+/* Unit parsers shared with the table's callbacks; 0 on success, -1 if bad. */
+int config_parse_size(const char *s, uint64_t *out);
+int config_parse_time_ms(const char *s, int64_t *out);
+
+#endif

@@ -1,0 +1,111 @@
+/*
+ * corral: a prefork HTTP/1.1 server with a shared-memory cache.
+ */
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "master/config.h"
+#include "master/log.h"
+#include "master/master.h"
+#include "worker/static.h"
+
+#ifndef SYSCONFDIR
+#define SYSCONFDIR "/etc"
+#endif
+
+static void
+usage(FILE *out)
+{
+	fprintf(out,
+	    "usage: corral [-c FILE] [-t] [-f] [-V] [-h]\n"
+	    "  -c FILE  configuration file (default %s/corral.conf)\n"
+	    "  -t       check the configuration and exit\n"
+	    "  -f       stay in the foreground\n"
+	    "  -V       print the version and exit\n"
+	    "  -h       print this help and exit\n", SYSCONFDIR);
+}
+
+/* Loads the config and the MIME types it names; both are config errors. */
+static struct config *
+load(const char *path, struct mime_table **mime)
+{
+	struct config *cf;
+	char err[1024];
+
+	cf = config_load(path, err, sizeof(err));
+	if (cf == NULL) {
+		fprintf(stderr, "corral: %s\n", err);
+		return NULL;
+	}
+	*mime = mime_load(cf->mime_types, err, sizeof(err));
+	if (*mime == NULL) {
+		fprintf(stderr, "corral: %s\n", err);
+		config_free(cf);
+		return NULL;
+	}
+	return cf;
+}
+
+int
+main(int argc, char **argv)
+{
+	const char *path = SYSCONFDIR "/corral.conf";
+	bool test = false, foreground = false;
+	struct mime_table *mime;
+	struct runtime *rt;
+	struct config *cf;
+	int ch;
+
+	while ((ch = getopt(argc, argv, "c:tfVh")) != -1) {
+		switch (ch) {
+		case 'c':
+			path = optarg;
+			break;
+		case 't':
+			test = true;
+			break;
+		case 'f':
+			foreground = true;
+			break;
+		case 'V':
+			printf("corral/" PACKAGE_VERSION "\n");
+			return 0;
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			usage(stderr);
+			return 1;
+		}
+	}
+	if (optind != argc) {
+		usage(stderr);
+		return 1;
+	}
+
+	cf = load(path, &mime);
+	if (cf == NULL)
+		return 1;
+	if (test) {
+		printf("corral: %s: syntax is ok, test is successful\n",
+		    cf->file);
+		mime_free(mime);
+		config_free(cf);
+		return 0;
+	}
+
+	log_level_max = cf->log_level;
+	if (log_open(cf->error_log) == -1) {
+		fprintf(stderr, "corral: open %s: %s\n", cf->error_log,
+		    strerror(errno));
+		return 1;
+	}
+	rt = runtime_open(cf);
+	if (rt == NULL)
+		return 1;
+	rt->mime = mime;
+	return master_run(rt, foreground);
+}

@@ -1,0 +1,816 @@
+"""
+Harness for corral's integration tests: starts the real server on a free
+port with a generated config, talks to it over raw sockets and parses what
+comes back byte for byte.
+
+Environment:
+  CORRAL_BIN     the server binary (default ./corral)
+  CORRAL_SRCDIR  the source tree, for etc/mime.types (default: ../.. from
+                 this file)
+  CORRAL_KEEP    when set, temp dirs are kept for inspection
+"""
+
+import email.utils
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+BIN = os.path.abspath(os.environ.get('CORRAL_BIN', './corral'))
+SRCDIR = os.path.abspath(os.environ.get('CORRAL_SRCDIR',
+                                        os.path.join(HERE, '..', '..')))
+MIME_TYPES = os.path.join(SRCDIR, 'etc', 'mime.types')
+VERSION = 'corral/0.1.0'
+
+START_TIMEOUT = 10.0	# until the port accepts
+STOP_TIMEOUT = 10.0	# after SIGTERM, before SIGKILL
+IO_TIMEOUT = 5.0	# any one exchange on a socket
+
+IMF_RE = re.compile(r'^(Mon|Tue|Wed|Thu|Fri|Sat|Sun), \d\d '
+                    r'(Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) '
+                    r'\d{4} \d\d:\d\d:\d\d GMT$')
+TOKEN_RE = re.compile(rb"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
+
+
+class Raw(str):
+    """A config value written as is, never quoted."""
+
+
+class ServerError(AssertionError):
+    """The server died, would not start, or misbehaved on the wire."""
+
+
+# ---------------------------------------------------------------- utilities
+
+def free_port():
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        s.bind(('127.0.0.1', 0))
+        return s.getsockname()[1]
+    finally:
+        s.close()
+
+
+def http_date(ts):
+    """IMF-fixdate of a Unix time."""
+    return email.utils.formatdate(ts, usegmt=True)
+
+
+def parse_http_date(s):
+    """Seconds since the epoch of an IMF-fixdate, or None."""
+    if s is None or not IMF_RE.match(s):
+        return None
+    return email.utils.parsedate_to_datetime(s).timestamp()
+
+
+def read_text(path):
+    try:
+        with open(path, 'rb') as f:
+            return f.read().decode('utf-8', 'replace')
+    except FileNotFoundError:
+        return ''
+
+
+def proc_children(pid):
+    """Pids of the children of pid (empty when pid is gone)."""
+    path = '/proc/%d/task/%d/children' % (pid, pid)
+    try:
+        with open(path) as f:
+            return [int(x) for x in f.read().split()]
+    except FileNotFoundError:
+        pass
+    except OSError:
+        return []
+    if not os.path.exists('/proc/%d' % pid):
+        return []
+    kids = []
+    for d in os.listdir('/proc'):
+        if d.isdigit():
+            st = proc_stat(int(d))
+            if st and st[1] == pid:
+                kids.append(int(d))
+    return sorted(kids)
+
+
+def proc_stat(pid):
+    """(state, ppid, starttime) of a live process, or None."""
+    try:
+        with open('/proc/%d/stat' % pid) as f:
+            data = f.read()
+    except OSError:
+        return None
+    rest = data[data.rindex(')') + 2:].split()
+    return rest[0], int(rest[1]), int(rest[19])
+
+
+def pid_alive(pid):
+    st = proc_stat(pid)
+    return st is not None and st[0] not in ('Z', 'X')
+
+
+def wait_until(pred, timeout, interval=0.01):
+    """Polls pred until it returns something true; returns that or None."""
+    deadline = time.monotonic() + timeout
+    while True:
+        v = pred()
+        if v:
+            return v
+        if time.monotonic() >= deadline:
+            return None
+        time.sleep(interval)
+
+
+def wait_for(fn, ok, timeout, interval=0.01):
+    """Polls fn() until ok(value); returns that value or None."""
+    def probe():
+        v = fn()
+        return (v,) if ok(v) else None
+    got = wait_until(probe, timeout, interval)
+    return got[0] if got else None
+
+
+def same_process(pid, start):
+    """True while pid is alive and is the process that had start time."""
+    st = proc_stat(pid)
+    return bool(st) and st[0] not in 'ZX' and st[2] == start
+
+
+def build_request(path='/', method='GET', host='localhost', headers=(),
+                  version='HTTP/1.1', body=b''):
+    """One request as bytes; host=None leaves Host out."""
+    lines = ['%s %s %s' % (method, path, version)]
+    if host is not None:
+        lines.append('Host: ' + host)
+    for h in headers:
+        lines.append(h if isinstance(h, str) else '%s: %s' % h)
+    return ('\r\n'.join(lines) + '\r\n\r\n').encode('latin-1') + body
+
+
+# ---------------------------------------------------------------- responses
+
+class Headers:
+    """A multi-dict of header fields; names compare case-insensitively."""
+
+    def __init__(self, items):
+        self.items = items	# [(name, value)] as received
+
+    def get_all(self, name):
+        n = name.lower()
+        return [v for k, v in self.items if k.lower() == n]
+
+    def get(self, name, default=None):
+        vals = self.get_all(name)
+        return vals[0] if vals else default
+
+    def count(self, name):
+        return len(self.get_all(name))
+
+    def __contains__(self, name):
+        return bool(self.get_all(name))
+
+    def names(self):
+        return [k.lower() for k, _ in self.items]
+
+    def __repr__(self):
+        return repr(self.items)
+
+
+class Response:
+    def __init__(self, version, status, reason, headers, body, head):
+        self.version = version
+        self.status = status
+        self.reason = reason
+        self.headers = headers
+        self.body = body
+        self.head = head	# the raw status line and header block
+
+    def header(self, name, default=None):
+        return self.headers.get(name, default)
+
+    def tokens(self, name):
+        """Lower-cased comma-separated tokens of all fields with name."""
+        out = set()
+        for v in self.headers.get_all(name):
+            out.update(t.strip().lower() for t in v.split(',') if t.strip())
+        return out
+
+    def __repr__(self):
+        body = self.body if len(self.body) <= 80 else \
+            self.body[:80] + b'...(%d bytes)' % len(self.body)
+        return '<Response %d %r %r body=%r>' % (self.status, self.reason,
+                                                self.headers, body)
+
+
+def _decode_chunked(buf, pos):
+    """(body, end) of a chunked body starting at pos, or None if partial."""
+    body = bytearray()
+    while True:
+        eol = buf.find(b'\r\n', pos)
+        if eol < 0:
+            return None
+        size = int(bytes(buf[pos:eol]).split(b';')[0].strip(), 16)
+        pos = eol + 2
+        if size == 0:
+            while True:	# trailers up to an empty line
+                eol = buf.find(b'\r\n', pos)
+                if eol < 0:
+                    return None
+                line = buf[pos:eol]
+                pos = eol + 2
+                if not line:
+                    return bytes(body), pos
+        if len(buf) < pos + size + 2:
+            return None
+        body += buf[pos:pos + size]
+        if buf[pos + size:pos + size + 2] != b'\r\n':
+            raise ServerError('bad chunk framing in response')
+        pos += size + 2
+
+
+def parse_response(buf, method='GET', eof=False):
+    """
+    Parses one response at the start of buf.  Returns (Response, consumed),
+    or None when more bytes are needed.  A response without a length is
+    complete only at eof.  Malformed responses raise ServerError.
+    """
+    end = buf.find(b'\r\n\r\n')
+    if end < 0:
+        if eof and buf:
+            raise ServerError('truncated response head: %r' % bytes(buf[:300]))
+        return None
+    head = bytes(buf[:end])
+    if b'\n' in head.replace(b'\r\n', b'') or \
+            b'\r' in head.replace(b'\r\n', b''):
+        raise ServerError('bare CR or LF in response head: %r' % head)
+    lines = head.split(b'\r\n')
+    m = re.match(rb'^HTTP/(\d)\.(\d) (\d{3}) ([^\r\n]*)$', lines[0])
+    if not m:
+        raise ServerError('bad status line: %r' % lines[0])
+    version = 'HTTP/%s.%s' % (m.group(1).decode(), m.group(2).decode())
+    status = int(m.group(3))
+    items = []
+    for line in lines[1:]:
+        name, sep, value = line.partition(b':')
+        if not sep or not TOKEN_RE.match(name):
+            raise ServerError('bad response header line: %r' % line)
+        items.append((name.decode('latin-1'),
+                      value.strip(b' \t').decode('latin-1')))
+    headers = Headers(items)
+    start = end + 4
+    te = headers.get('Transfer-Encoding')
+    cls = headers.get_all('Content-Length')
+    if len(set(cls)) > 1:
+        raise ServerError('several Content-Length values: %r' % cls)
+    if method == 'HEAD' or status < 200 or status in (204, 304):
+        body, stop = b'', start
+    elif te is not None:
+        if te.lower() != 'chunked':
+            raise ServerError('unexpected Transfer-Encoding %r' % te)
+        r = _decode_chunked(buf, start)
+        if r is None:
+            return None
+        body, stop = r
+    elif cls:
+        if not cls[0].isdigit():
+            raise ServerError('bad Content-Length %r' % cls[0])
+        n = int(cls[0])
+        if len(buf) < start + n:
+            if eof:
+                raise ServerError('connection closed after %d of %d body '
+                                  'bytes' % (len(buf) - start, n))
+            return None
+        body, stop = bytes(buf[start:start + n]), start + n
+    else:
+        if not eof:
+            return None
+        body, stop = bytes(buf[start:]), len(buf)
+    return Response(version, status, m.group(4).decode('latin-1'), headers,
+                    body, head), stop
+
+
+def parse_responses(data, methods=None):
+    """All responses in a complete byte stream (the peer closed after it)."""
+    out = []
+    buf = bytearray(data)
+    i = 0
+    while buf:
+        method = methods[i] if methods and i < len(methods) else 'GET'
+        r = parse_response(buf, method, eof=True)
+        if r is None:
+            break
+        resp, n = r
+        out.append(resp)
+        del buf[:n]
+        if resp.status >= 200:
+            i += 1
+    return out
+
+
+def parse_byteranges(resp):
+    """[(headers, data)] of a multipart/byteranges response."""
+    ctype = resp.header('Content-Type', '')
+    m = re.match(r'^multipart/byteranges;\s*boundary=("?)([^";]+)\1\s*$',
+                 ctype)
+    if not m:
+        raise ServerError('not multipart/byteranges: %r' % ctype)
+    delim = b'--' + m.group(2).encode('latin-1')
+    body = b'\r\n' + resp.body	# so the first delimiter has its CRLF
+    pieces = body.split(b'\r\n' + delim)
+    if len(pieces) < 3:
+        raise ServerError('no parts in multipart body: %r' % resp.body[:300])
+    if not pieces[-1].startswith(b'--'):
+        raise ServerError('multipart body has no close delimiter')
+    parts = []
+    for p in pieces[1:-1]:
+        eol = p.find(b'\r\n')
+        hend = p.find(b'\r\n\r\n', eol)
+        if eol < 0 or hend < 0:
+            raise ServerError('bad multipart part: %r' % p[:200])
+        if hend == eol:
+            items = []
+        else:
+            items = []
+            for line in p[eol + 2:hend].split(b'\r\n'):
+                name, _, value = line.partition(b':')
+                items.append((name.decode(), value.strip().decode()))
+        parts.append((Headers(items), p[hend + 4:]))
+    return parts
+
+
+# ---------------------------------------------------------------- sockets
+
+class Conn:
+    """A client connection with a receive buffer; every read is bounded."""
+
+    def __init__(self, port, timeout=IO_TIMEOUT, host='127.0.0.1'):
+        self.timeout = timeout
+        self.sock = socket.create_connection((host, port), timeout=timeout)
+        self.buf = bytearray()
+        self.eof = False
+        self.reset = False
+
+    def close(self):
+        self.sock.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def send(self, data):
+        self.sock.sendall(data)
+
+    def _fill(self, deadline, what):
+        """Reads once; False at end of stream."""
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise ServerError('timed out waiting for %s; have %r' %
+                              (what, bytes(self.buf[:300])))
+        self.sock.settimeout(left)
+        try:
+            chunk = self.sock.recv(262144)
+        except socket.timeout:
+            raise ServerError('timed out waiting for %s; have %r' %
+                              (what, bytes(self.buf[:300]))) from None
+        except ConnectionResetError:
+            self.reset = True
+            chunk = b''
+        if not chunk:
+            self.eof = True
+            return False
+        self.buf += chunk
+        return True
+
+    def read_response(self, method='GET', timeout=None):
+        """Reads exactly one response (1xx interim ones count)."""
+        deadline = time.monotonic() + (timeout or self.timeout)
+        while True:
+            r = parse_response(self.buf, method, self.eof)
+            if r:
+                resp, n = r
+                del self.buf[:n]
+                return resp
+            if self.eof:
+                raise ServerError('connection closed before a full response;'
+                                  ' have %r' % bytes(self.buf[:300]))
+            self._fill(deadline, 'a response')
+
+    def read_responses(self, methods, timeout=None):
+        return [self.read_response(m, timeout) for m in methods]
+
+    def read_until_close(self, timeout=None):
+        """Everything up to the end of stream; fails on timeout."""
+        deadline = time.monotonic() + (timeout or self.timeout)
+        while not self.eof:
+            self._fill(deadline, 'the server to close')
+        data = bytes(self.buf)
+        self.buf.clear()
+        return data
+
+    def closed_within(self, timeout):
+        """
+        True when the server ends the stream within timeout with nothing
+        more sent, False when it is still open; extra bytes fail.
+        """
+        try:
+            data = self.read_until_close(timeout)
+        except ServerError:
+            return False
+        if data:
+            raise ServerError('unexpected bytes before close: %r' % data[:300])
+        return True
+
+    def is_open(self):
+        """True when the server has not closed (checked without waiting)."""
+        if self.eof:
+            return False
+        self.sock.settimeout(0)
+        try:
+            chunk = self.sock.recv(65536)
+        except (BlockingIOError, socket.timeout):
+            return True
+        except ConnectionResetError:
+            self.eof = self.reset = True
+            return False
+        finally:
+            self.sock.settimeout(self.timeout)
+        if not chunk:
+            self.eof = True
+            return False
+        self.buf += chunk
+        return True
+
+
+# ---------------------------------------------------------------- server
+
+class Corral:
+    """
+    One server instance in its own temp dir.  Keyword arguments override
+    top-level directives (None drops one); server= overrides the default
+    server block; vhosts= adds more blocks (dicts with names, root, index,
+    access_log; a relative root is made under the temp dir).
+    """
+
+    STRING_KEYS = {'error_log', 'log_level', 'pid_file', 'mime_types',
+                   'default_type', 'user', 'group', 'root', 'access_log'}
+
+    def __init__(self, server=None, vhosts=(), wrapper=None, **directives):
+        self.tmp = tempfile.mkdtemp(prefix='corral-it-')
+        self.htdocs = os.path.join(self.tmp, 'htdocs')
+        os.mkdir(self.htdocs)
+        self.error_log = os.path.join(self.tmp, 'error.log')
+        self.access_log = os.path.join(self.tmp, 'access.log')
+        self.conf_path = os.path.join(self.tmp, 'corral.conf')
+        self.stderr_path = os.path.join(self.tmp, 'stderr.log')
+        self.port = free_port()
+        self.wrapper = list(wrapper or [])
+        self.cwd = self.tmp
+        self.proc = None
+        self.expect_worker_death = False
+        self.expect_exit = False
+        self.returncode = None
+        self.leftover = []	# workers alive after the master exited
+        self.seen = {}		# worker pid: start time
+
+        self.directives = dict([
+            ('workers', 1),
+            ('worker_connections', 1024),
+            ('error_log', self.error_log),
+            ('log_level', 'info'),
+            ('pid_file', 'off'),
+            ('listen', ['127.0.0.1:%d' % self.port]),
+            ('mime_types', MIME_TYPES),
+            ('default_type', 'application/octet-stream'),
+            ('max_request_line', Raw('8k')),
+            ('max_header_size', Raw('32k')),
+            ('max_headers', 100),
+            ('max_body_size', Raw('1m')),
+            ('keepalive_requests', 1000),
+            ('keepalive_timeout', Raw('75s')),
+            ('header_timeout', Raw('30s')),
+            ('body_timeout', Raw('60s')),
+            ('send_timeout', Raw('60s')),
+            ('lingering_timeout', Raw('5s')),
+            ('server_tokens', True),
+            ('sendfile', True),
+            ('max_ranges', 16),
+            ('file_cache_entries', 1024),
+            ('file_cache_valid', Raw('1s')),
+            ('file_cache_max_size', Raw('64k')),
+        ])
+        self.directives.update(directives)
+        main = {'names': ['localhost'], 'root': self.htdocs,
+                'index': ['index.html'], 'access_log': self.access_log}
+        main.update(server or {})
+        self.servers = [main]
+        for v in vhosts:
+            v = dict(v)
+            if 'root' in v and not os.path.isabs(v['root']):
+                v['root'] = self.docroot(v['root'])
+            self.servers.append(v)
+        with open(self.conf_path, 'w') as f:
+            f.write(self.config_text())
+
+    # -- config
+
+    @classmethod
+    def value(cls, key, v):
+        if v is True:
+            return 'on'
+        if v is False:
+            return 'off'
+        if isinstance(v, int):
+            return str(v)
+        if isinstance(v, (list, tuple)):
+            return '{' + ', '.join(quote(x) for x in v) + '}'
+        if isinstance(v, Raw) or key not in cls.STRING_KEYS:
+            return str(v)
+        return quote(v)
+
+    def config_text(self):
+        out = []
+        for k, v in self.directives.items():
+            if v is not None:
+                out.append('%s = %s' % (k, self.value(k, v)))
+        for s in self.servers:
+            out.append('server {')
+            for k, v in s.items():
+                if v is not None:
+                    out.append('  %s = %s' % (k, self.value(k, v)))
+            out.append('}')
+        return '\n'.join(out) + '\n'
+
+    # -- files
+
+    def docroot(self, name):
+        """A folder under the temp dir (made if missing)."""
+        path = os.path.join(self.tmp, name)
+        os.makedirs(path, exist_ok=True)
+        return path
+
+    def write(self, rel, data, root=None, mtime=None):
+        """Writes a file under the docroot (or root); returns its path."""
+        path = os.path.join(root or self.htdocs, rel.lstrip('/'))
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        if isinstance(data, str):
+            data = data.encode()
+        with open(path, 'wb') as f:
+            f.write(data)
+        if mtime is not None:
+            os.utime(path, (mtime, mtime))
+        return path
+
+    def mkdir(self, rel, root=None):
+        path = os.path.join(root or self.htdocs, rel.lstrip('/'))
+        os.makedirs(path, exist_ok=True)
+        return path
+
+    # -- process
+
+    def start(self):
+        if not os.access(BIN, os.X_OK):
+            raise unittest.SkipTest('no server binary at %s' % BIN)
+        self.stderr_f = open(self.stderr_path, 'wb')
+        self.proc = subprocess.Popen(
+            self.wrapper + [BIN, '-f', '-c', self.conf_path],
+            stdin=subprocess.DEVNULL, stdout=self.stderr_f,
+            stderr=self.stderr_f, cwd=self.cwd, start_new_session=True)
+        deadline = time.monotonic() + START_TIMEOUT
+        while True:
+            if self.proc.poll() is not None:
+                self.returncode = self.proc.returncode
+                raise ServerError('server exited with %d at start-up\n%s' %
+                                  (self.proc.returncode, self.diagnostics()))
+            try:
+                socket.create_connection(('127.0.0.1', self.port),
+                                         timeout=1).close()
+                break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                self.stop(check=False)
+                raise ServerError('server did not listen within %ds\n%s' %
+                                  (START_TIMEOUT, self.diagnostics()))
+            time.sleep(0.01)
+        return self
+
+    @property
+    def master_pid(self):
+        if not self.wrapper:
+            return self.proc.pid
+        kids = wait_until(lambda: proc_children(self.proc.pid), START_TIMEOUT)
+        if not kids:
+            raise ServerError('no master under %s' % self.wrapper[0])
+        return kids[0]
+
+    def workers(self):
+        kids = proc_children(self.master_pid)
+        for pid in kids:	# remembered so that stop() can reap strays
+            st = proc_stat(pid)
+            if st:
+                self.seen.setdefault(pid, st[2])
+        return kids
+
+    def wait_workers(self, n, timeout=START_TIMEOUT, exclude=()):
+        """Waits until the master has n children not in exclude."""
+        def ready():
+            kids = self.workers()
+            if len(kids) == n and not set(kids) & set(exclude):
+                return kids
+            return None
+        kids = wait_until(ready, timeout)
+        if not kids:
+            raise ServerError('expected %d workers, have %r\n%s' %
+                              (n, self.workers(), self.diagnostics()))
+        return kids
+
+    def check_config(self, path=None):
+        """Runs corral -t; returns the CompletedProcess (text output)."""
+        return subprocess.run([BIN, '-t', '-c', path or self.conf_path],
+                              capture_output=True, text=True, timeout=30,
+                              cwd=self.cwd)
+
+    def stop(self, check=True):
+        """SIGTERM, wait, SIGKILL if it hangs; then checks for crashes."""
+        if self.proc is None or self.returncode is not None:
+            self._cleanup()
+            return
+        died = self.proc.poll() is not None
+        master = self.proc.pid if died else self.master_pid
+        if not died:
+            self.workers()
+            try:
+                os.kill(master, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+        try:
+            self.proc.wait(STOP_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            for pid in (master, self.proc.pid):
+                if pid_alive(pid):
+                    os.kill(pid, signal.SIGKILL)
+            self.proc.wait()
+            if check:
+                self._fail('server ignored SIGTERM for %ds' % STOP_TIMEOUT)
+        self.returncode = self.proc.returncode
+
+        def strays():
+            return [pid for pid, start in self.seen.items()
+                    if same_process(pid, start)]
+        wait_until(lambda: not strays(), 2)
+        for pid in strays():
+            self.leftover.append(pid)
+            os.kill(pid, signal.SIGKILL)
+        self._cleanup()
+        if check and died and not self.expect_exit:
+            self._fail('server died during the test (status %d)' %
+                       self.returncode)
+        if check and self.leftover:
+            self._fail('workers %r outlived the master' % self.leftover)
+        if check:
+            self.check_sanity()
+
+    def _fail(self, msg):
+        raise ServerError('%s\n%s' % (msg, self.diagnostics()))
+
+    def _cleanup(self):
+        if getattr(self, 'stderr_f', None):
+            self.stderr_f.close()
+            self.stderr_f = None
+
+    def check_sanity(self):
+        """Fails on sanitizer reports or workers that died unexpectedly."""
+        err = read_text(self.stderr_path)
+        for bad in ('AddressSanitizer', 'LeakSanitizer', 'runtime error:'):
+            if bad in err:
+                self._fail('sanitizer report on stderr')
+        if not self.expect_worker_death:
+            if re.search(r'\[(error|crit|alert)\].*'
+                         r'(killed by signal|exited with code)', self.log()):
+                self._fail('a worker died unexpectedly')
+
+    def remove(self):
+        if not os.environ.get('CORRAL_KEEP'):
+            subprocess.run(['chmod', '-R', 'u+rwX', self.tmp],
+                           stderr=subprocess.DEVNULL)
+            shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def diagnostics(self):
+        return ('--- stderr ---\n%s\n--- error log (tail) ---\n%s' %
+                (read_text(self.stderr_path)[-3000:], self.log()[-3000:]))
+
+    def __enter__(self):
+        if self.proc is None:
+            self.start()
+        return self
+
+    def __exit__(self, *exc):
+        try:
+            self.stop(check=exc[0] is None)
+        finally:
+            self.remove()
+
+    # -- logs
+
+    def log(self):
+        return read_text(self.error_log)
+
+    def log_mark(self):
+        try:
+            return os.path.getsize(self.error_log)
+        except FileNotFoundError:
+            return 0
+
+    def log_since(self, mark):
+        return self.log().encode()[mark:].decode('utf-8', 'replace')
+
+    def wait_log(self, pattern, timeout=IO_TIMEOUT, mark=0):
+        """The first match of pattern in the log after mark, polled."""
+        rx = re.compile(pattern, re.M)
+        m = wait_until(lambda: rx.search(self.log_since(mark)), timeout)
+        if not m:
+            raise ServerError('no log line matching %r\n%s' %
+                              (pattern, self.diagnostics()))
+        return m
+
+    # -- client helpers
+
+    def connect(self, timeout=IO_TIMEOUT):
+        return Conn(self.port, timeout)
+
+    def request(self, data, methods=('GET',), timeout=IO_TIMEOUT):
+        """Sends raw bytes on a new connection and reads the responses."""
+        with self.connect(timeout) as c:
+            c.send(data)
+            out = c.read_responses(methods)
+        return out[0] if len(out) == 1 else out
+
+    def get(self, path='/', method='GET', host='localhost', headers=(),
+            version='HTTP/1.1', body=b''):
+        """One request on a new connection; returns the response."""
+        data = build_request(path, method, host, headers, version, body)
+        return self.request(data, (method,))
+
+    def url(self, path='/'):
+        return 'http://127.0.0.1:%d%s' % (self.port, path)
+
+
+def quote(s):
+    return '"' + str(s).replace('\\', '\\\\').replace('"', '\\"') + '"'
+
+
+class CorralTestCase(unittest.TestCase):
+    """Base class: start() runs a server that is stopped after the test."""
+
+    maxDiff = 2000
+
+    def start(self, **kw):
+        c = Corral(**kw)
+        self.addCleanup(c.remove)
+        try:
+            c.start()
+        except BaseException:
+            c.stop(check=False)
+            raise
+        self.addCleanup(c.stop)
+        return c
+
+    def make(self, **kw):
+        """A configured server that is not started yet."""
+        c = Corral(**kw)
+        self.addCleanup(c.remove)
+        self.addCleanup(lambda: c.proc and c.stop())
+        return c
+
+    def assertBody(self, resp, data, status=200):
+        self.assertEqual(resp.status, status, resp)
+        self.assertEqual(resp.header('Content-Length'), str(len(data)), resp)
+        if resp.body != data:
+            self.fail('body differs: got %d bytes, want %d; first diff at %d'
+                      % (len(resp.body), len(data),
+                         next((i for i, (a, b) in
+                               enumerate(zip(resp.body, data)) if a != b),
+                              min(len(resp.body), len(data)))))
+
+    def assertClosesAfter(self, conn, timeout=IO_TIMEOUT):
+        self.assertTrue(conn.closed_within(timeout),
+                        'server kept the connection open')
+
+    def assertNoLogErrors(self, c):
+        bad = [l for l in c.log().splitlines()
+               if '[error]' in l or '[crit]' in l or '[alert]' in l]
+        self.assertEqual(bad, [], 'error-level lines in the log')
+
+
+def need_tool(name):
+    path = shutil.which(name)
+    if not path:
+        raise unittest.SkipTest('%s is not installed' % name)
+    return path

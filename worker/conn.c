@@ -1,0 +1,1098 @@
+/*
+ * Client connections.
+ *
+ * A connection reads into one buffer, parses every complete request in it,
+ * queues each response (headers in the output buffer, bodies as references
+ * to cached bytes or file ranges) and only then writes, so responses to
+ * pipelined requests leave together in one sendmsg().  While output is
+ * pending the connection does not read: a client that never reads cannot
+ * make us buffer without bound.
+ *
+ * Deadlines are absolute: a request header must arrive within
+ * header_timeout of its first byte however slowly it trickles in.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/sendfile.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+#include <event2/event_struct.h>
+
+#include "master/config.h"
+#include "master/log.h"
+#include "master/master.h"
+#include "worker/conn.h"
+#include "worker/static.h"
+
+#define IBUF_INIT	4096
+#define OBUF_INIT	4096
+#define OSEG_MAX	128
+#define OSEG_RESERVE	40	/* room one response may need */
+#define OUT_HIGH	(256 * 1024)
+#define IOV_BATCH	64
+#define ALOG_BUF	(32 * 1024)
+
+enum cstate {
+	CS_HEADER,		/* waiting for or parsing a request header */
+	CS_BODY,		/* reading a request body to discard it */
+	CS_LINGER,		/* after an error: drain input, then close */
+};
+
+enum ctimer { T_NONE, T_IDLE, T_HEADER, T_BODY, T_SEND, T_LINGER };
+
+enum seg_type { SEG_OBUF, SEG_MEM, SEG_FILE };
+
+struct oseg {
+	uint8_t type;
+	int fd;			/* SEG_FILE */
+	const char *p;		/* SEG_MEM */
+	size_t off;		/* SEG_OBUF offset */
+	off_t foff;		/* SEG_FILE offset */
+	size_t len;
+	struct fentry *ref;
+};
+
+struct conn {
+	int fd;
+	enum cstate state;
+	enum ctimer timer;
+	bool close_after;	/* close once the output is written */
+	bool linger;		/* and drain the input first */
+	bool keepalive;		/* the current request allows it */
+	bool head;
+	unsigned nreq;
+	struct event rev;
+	struct event wev;
+	struct event tev;
+	struct conn *idle_prev, *idle_next;
+	bool idle;
+
+	char *ibuf;
+	size_t isize, ilen, ipos, scan;
+
+	struct http_request req;
+	size_t srv;
+	uint64_t body_left;
+	uint64_t body_seen;
+	bool body_chunked;
+	struct http_chunked chunk;
+
+	struct oseg segs[OSEG_MAX];
+	unsigned shead, stail;
+	char *obuf;
+	size_t osize, olen;
+	size_t opending;
+
+	char peer[INET6_ADDRSTRLEN + 8];
+	char ibuf_inline[IBUF_INIT];
+};
+
+struct alog {
+	int fd;
+	size_t len;
+	char buf[ALOG_BUF];
+};
+
+static struct alog *alogs;
+
+static const char allow[] = "Allow: GET, HEAD, OPTIONS\r\n";
+static const char html[] = "Content-Type: text/html; charset=utf-8\r\n";
+
+static void conn_close(struct conn *c);
+static void conn_process(struct conn *c);
+static void conn_write(struct conn *c);
+
+const struct http_request *
+conn_req(const struct conn *c)
+{
+	return &c->req;
+}
+
+bool
+resp_is_head(const struct conn *c)
+{
+	return c->head;
+}
+
+/* Timers ------------------------------------------------------------ */
+
+static void
+conn_timer(struct conn *c, enum ctimer kind, int ms)
+{
+	struct timeval tv;
+
+	if (c->timer == kind && kind != T_SEND)
+		return;
+	c->timer = kind;
+	tv.tv_sec = ms / 1000;
+	tv.tv_usec = (ms % 1000) * 1000;
+	evtimer_add(&c->tev, &tv);
+}
+
+static void
+timer_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct conn *c = arg;
+
+	worker_update_time();
+	switch (c->timer) {
+	case T_HEADER:
+		log_info("client %s timed out sending a request header",
+		    c->peer);
+		goto timeout408;
+	case T_BODY:
+		log_info("client %s timed out sending a request body",
+		    c->peer);
+		goto timeout408;
+	case T_SEND:
+		log_info("client %s timed out reading the response", c->peer);
+		break;
+	default:
+		break;
+	}
+	conn_close(c);
+	return;
+
+timeout408:
+	if (c->shead != c->stail) {
+		conn_close(c);
+		return;
+	}
+	c->timer = T_NONE;
+	c->keepalive = false;
+	c->head = false;
+	resp_error(c, 408);
+	conn_write(c);
+}
+
+/* Idle list, so a graceful stop can close idle keep-alive connections. */
+static void
+idle_set(struct conn *c, bool on)
+{
+	if (c->idle == on)
+		return;
+	c->idle = on;
+	if (on) {
+		c->idle_prev = NULL;
+		c->idle_next = worker.idle_head;
+		if (worker.idle_head != NULL)
+			worker.idle_head->idle_prev = c;
+		worker.idle_head = c;
+		return;
+	}
+	if (c->idle_prev != NULL)
+		c->idle_prev->idle_next = c->idle_next;
+	else
+		worker.idle_head = c->idle_next;
+	if (c->idle_next != NULL)
+		c->idle_next->idle_prev = c->idle_prev;
+}
+
+void
+conn_close_idle(void)
+{
+	while (worker.idle_head != NULL)
+		conn_close(worker.idle_head);
+}
+
+/* Output queue ------------------------------------------------------ */
+
+static char *
+obuf_reserve(struct conn *c, size_t n)
+{
+	size_t size;
+	char *p;
+
+	if (c->olen + n <= c->osize)
+		return c->obuf + c->olen;
+	size = c->osize ? c->osize : OBUF_INIT;
+	while (size < c->olen + n)
+		size *= 2;
+	p = realloc(c->obuf, size);
+	if (p == NULL)
+		return NULL;
+	c->obuf = p;
+	c->osize = size;
+	return c->obuf + c->olen;
+}
+
+static struct oseg *
+seg_new(struct conn *c, enum seg_type type, size_t len)
+{
+	struct oseg *s;
+
+	if (c->stail == OSEG_MAX)
+		return NULL;
+	s = &c->segs[c->stail++];
+	memset(s, 0, sizeof(*s));
+	s->type = (uint8_t)type;
+	s->len = len;
+	c->opending += len;
+	return s;
+}
+
+/* Appends to the output buffer, extending the last segment if it ends
+ * there, so headers of pipelined responses stay one iovec. */
+static void
+obuf_commit(struct conn *c, size_t n)
+{
+	struct oseg *last;
+
+	if (c->stail > c->shead) {
+		last = &c->segs[c->stail - 1];
+		if (last->type == SEG_OBUF && last->off + last->len == c->olen) {
+			last->len += n;
+			c->olen += n;
+			c->opending += n;
+			return;
+		}
+	}
+	if (seg_new(c, SEG_OBUF, n) == NULL) {
+		/* Cannot happen: the caller checked OSEG_RESERVE. */
+		c->close_after = true;
+		return;
+	}
+	c->segs[c->stail - 1].off = c->olen;
+	c->olen += n;
+}
+
+static void
+obuf_add(struct conn *c, const void *p, size_t n)
+{
+	char *dst = obuf_reserve(c, n);
+
+	if (dst == NULL) {
+		c->close_after = true;
+		return;
+	}
+	memcpy(dst, p, n);
+	obuf_commit(c, n);
+}
+
+void
+resp_status(struct conn *c, int status)
+{
+	char line[64];
+	int n;
+
+	n = snprintf(line, sizeof(line), "HTTP/1.1 %d %s\r\n", status,
+	    http_reason(status));
+	obuf_add(c, line, (size_t)n);
+	obuf_add(c, worker.common, worker.common_len);
+}
+
+void
+resp_header(struct conn *c, const char *lines, size_t len)
+{
+	obuf_add(c, lines, len);
+}
+
+void
+resp_headerf(struct conn *c, const char *fmt, ...)
+{
+	char line[1024];
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(line, sizeof(line) - 2, fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		return;
+	if ((size_t)n > sizeof(line) - 3)
+		n = sizeof(line) - 3;
+	line[n++] = '\r';
+	line[n++] = '\n';
+	obuf_add(c, line, (size_t)n);
+}
+
+void
+resp_end_headers(struct conn *c, int64_t len)
+{
+	static const char ka10[] = "Connection: keep-alive\r\n\r\n";
+	static const char close[] = "Connection: close\r\n\r\n";
+	char num[48];
+	int n;
+
+	if (len >= 0) {
+		n = snprintf(num, sizeof(num), "Content-Length: %lld\r\n",
+		    (long long)len);
+		obuf_add(c, num, (size_t)n);
+	}
+	if (!c->keepalive) {
+		c->close_after = true;
+		obuf_add(c, close, sizeof(close) - 1);
+	} else if (c->req.version == 10) {
+		obuf_add(c, ka10, sizeof(ka10) - 1);
+	} else {
+		obuf_add(c, "\r\n", 2);
+	}
+}
+
+void
+resp_body_mem(struct conn *c, const void *p, size_t len,
+    struct fentry *ref)
+{
+	struct oseg *s;
+
+	if (len == 0)
+		return;
+	s = seg_new(c, SEG_MEM, len);
+	if (s == NULL) {
+		c->close_after = true;
+		return;
+	}
+	s->p = p;
+	s->ref = ref;
+	if (ref != NULL)
+		fentry_ref(ref);
+}
+
+void
+resp_body_copy(struct conn *c, const void *p, size_t len)
+{
+	obuf_add(c, p, len);
+}
+
+void
+resp_body_file(struct conn *c, struct fentry *ref, int fd, off_t off,
+    off_t len)
+{
+	struct oseg *s;
+
+	if (len == 0)
+		return;
+	s = seg_new(c, SEG_FILE, (size_t)len);
+	if (s == NULL) {
+		c->close_after = true;
+		return;
+	}
+	s->fd = fd;
+	s->foff = off;
+	s->ref = ref;
+	if (ref != NULL)
+		fentry_ref(ref);
+}
+
+/* Statuses after which the rest of the input cannot be trusted. */
+static bool
+status_closes(int status)
+{
+	switch (status) {
+	case 400: case 408: case 411: case 413: case 414: case 417:
+	case 431: case 500: case 501: case 505:
+		return true;
+	}
+	return false;
+}
+
+void
+resp_error(struct conn *c, int status)
+{
+	resp_error_hdr(c, status, NULL, 0);
+}
+
+void
+resp_error_hdr(struct conn *c, int status, const char *lines, size_t len)
+{
+	char body[512];
+	int n;
+
+	n = snprintf(body, sizeof(body),
+	    "<html>\r\n<head><title>%d %s</title></head>\r\n<body>\r\n"
+	    "<center><h1>%d %s</h1></center>\r\n"
+	    "<hr><center>corral</center>\r\n</body>\r\n</html>\r\n",
+	    status, http_reason(status), status, http_reason(status));
+	if (status_closes(status)) {
+		c->keepalive = false;
+		c->linger = true;
+	}
+	resp_status(c, status);
+	if (status == 405 || status == 501)
+		resp_header(c, allow, sizeof(allow) - 1);
+	if (lines != NULL)
+		resp_header(c, lines, len);
+	resp_header(c, html, sizeof(html) - 1);
+	resp_end_headers(c, n);
+	if (!c->head)
+		resp_body_copy(c, body, (size_t)n);
+	resp_done(c, status, c->head ? 0 : (uint64_t)n);
+}
+
+/* Access log -------------------------------------------------------- */
+
+static size_t
+alog_escape(char *dst, size_t room, struct span s)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	size_t i, n = 0;
+
+	if (s.p == NULL || s.len == 0) {
+		if (room > 0)
+			dst[n++] = '-';
+		return n;
+	}
+	for (i = 0; i < s.len && n + 4 < room; i++) {
+		unsigned char ch = (unsigned char)s.p[i];
+
+		if (ch < 0x20 || ch == '"' || ch == '\\' || ch >= 0x7f) {
+			dst[n++] = '\\';
+			dst[n++] = 'x';
+			dst[n++] = hex[ch >> 4];
+			dst[n++] = hex[ch & 15];
+		} else {
+			dst[n++] = (char)ch;
+		}
+	}
+	return n;
+}
+
+static void
+alog_write(struct alog *al)
+{
+	if (al->len > 0 && write(al->fd, al->buf, al->len) == -1)
+		log_at(L_ERROR, errno, "write access log");
+	al->len = 0;
+}
+
+void
+access_log_flush(void)
+{
+	if (alogs == NULL)
+		return;
+	for (size_t i = 0; i < worker.cf->nservers; i++)
+		if (alogs[i].fd != -1)
+			alog_write(&alogs[i]);
+}
+
+static void
+alog_init(void)
+{
+	const struct config *cf = worker.cf;
+
+	alogs = calloc(cf->nservers, sizeof(*alogs));
+	if (alogs == NULL)
+		fatal("calloc");
+	for (size_t i = 0; i < cf->nservers; i++)
+		alogs[i].fd = worker.rt->access_fds[i];
+}
+
+/* Combined log format, buffered and written in whole lines. */
+void
+resp_done(struct conn *c, int status, uint64_t body_bytes)
+{
+	struct http_request *r = &c->req;
+	char line[4096];
+	struct alog *al;
+	size_t n;
+	int rc;
+
+	if (alogs == NULL)
+		alog_init();
+	al = &alogs[c->srv];
+	if (al->fd == -1)
+		return;
+	rc = snprintf(line, sizeof(line), "%s - - [%s] \"", c->peer,
+	    worker.log_time);
+	n = (size_t)rc;
+	if (r->method_name.p != NULL) {
+		n += alog_escape(line + n, sizeof(line) - n - 200,
+		    r->method_name);
+		line[n++] = ' ';
+		n += alog_escape(line + n, sizeof(line) - n - 200, r->target);
+		n += (size_t)snprintf(line + n, sizeof(line) - n,
+		    " HTTP/1.%d", r->version == 10 ? 0 : 1);
+	}
+	n += (size_t)snprintf(line + n, sizeof(line) - n, "\" %d %llu \"",
+	    status, (unsigned long long)body_bytes);
+	n += alog_escape(line + n, sizeof(line) - n - 100,
+	    r->method_name.p ? http_header_get(r, "Referer") :
+	    (struct span){ NULL, 0 });
+	line[n++] = '"';
+	line[n++] = ' ';
+	line[n++] = '"';
+	n += alog_escape(line + n, sizeof(line) - n - 4,
+	    r->method_name.p ? http_header_get(r, "User-Agent") :
+	    (struct span){ NULL, 0 });
+	line[n++] = '"';
+	line[n++] = '\n';
+	if (al->len + n > sizeof(al->buf))
+		alog_write(al);
+	memcpy(al->buf + al->len, line, n);
+	al->len += n;
+}
+
+/* Writing ----------------------------------------------------------- */
+
+static void
+seg_done(struct oseg *s)
+{
+	if (s->ref != NULL)
+		fentry_release(s->ref);
+	s->ref = NULL;
+}
+
+/* Consumes n written bytes from the head of the queue. */
+static void
+out_advance(struct conn *c, size_t n)
+{
+	c->opending -= n;
+	while (n > 0 && c->shead < c->stail) {
+		struct oseg *s = &c->segs[c->shead];
+		size_t k = n < s->len ? n : s->len;
+
+		s->len -= k;
+		s->off += k;
+		s->p += k;
+		s->foff += (off_t)k;
+		n -= k;
+		if (s->len == 0) {
+			seg_done(s);
+			c->shead++;
+		}
+	}
+}
+
+static void
+out_reset(struct conn *c)
+{
+	while (c->shead < c->stail)
+		seg_done(&c->segs[c->shead++]);
+	c->shead = c->stail = 0;
+	c->olen = 0;
+	c->opending = 0;
+}
+
+/* Sends part of a file; returns bytes sent, 0 on EAGAIN, -1 to abort. */
+static ssize_t
+send_file(struct conn *c, struct oseg *s)
+{
+	static char buf[65536];
+	size_t want = s->len > (1u << 30) ? (1u << 30) : s->len;
+	off_t off = s->foff;
+	ssize_t n;
+
+	if (worker.cf->sendfile) {
+		n = sendfile(c->fd, s->fd, &off, want);
+	} else {
+		if (want > sizeof(buf))
+			want = sizeof(buf);
+		n = pread(s->fd, buf, want, s->foff);
+		if (n > 0)
+			n = send(c->fd, buf, (size_t)n, MSG_NOSIGNAL);
+	}
+	if (n > 0)
+		return n;
+	if (n == 0) {
+		/* The file shrank under us: the promised length cannot be
+		 * kept, so the only honest thing is to abort. */
+		log_warn("file shrank while sending to %s; aborting",
+		    c->peer);
+		return -1;
+	}
+	if (errno == EAGAIN || errno == EINTR)
+		return 0;
+	if (errno != EPIPE && errno != ECONNRESET)
+		log_at(L_INFO, errno, "send to %s", c->peer);
+	return -1;
+}
+
+/* Sends consecutive memory segments with one sendmsg(). */
+static ssize_t
+send_mem(struct conn *c)
+{
+	struct iovec iov[IOV_BATCH];
+	struct msghdr msg;
+	unsigned i, k = 0;
+	int flags = MSG_NOSIGNAL;
+	ssize_t n;
+
+	for (i = c->shead; i < c->stail && k < IOV_BATCH; i++) {
+		struct oseg *s = &c->segs[i];
+
+		if (s->type == SEG_FILE) {
+			flags |= MSG_MORE;	/* headers go out with the
+						   file's first bytes */
+			break;
+		}
+		iov[k].iov_base = s->type == SEG_OBUF ? c->obuf + s->off :
+		    (void *)s->p;
+		iov[k].iov_len = s->len;
+		k++;
+	}
+	memset(&msg, 0, sizeof(msg));
+	msg.msg_iov = iov;
+	msg.msg_iovlen = k;
+	n = sendmsg(c->fd, &msg, flags);
+	if (n >= 0)
+		return n;
+	if (errno == EAGAIN || errno == EINTR)
+		return 0;
+	if (errno != EPIPE && errno != ECONNRESET)
+		log_at(L_INFO, errno, "send to %s", c->peer);
+	return -1;
+}
+
+/* Returns 0 when everything is written, 1 when blocked, -1 on error. */
+static int
+out_flush(struct conn *c)
+{
+	ssize_t n;
+
+	while (c->shead < c->stail) {
+		if (c->segs[c->shead].type == SEG_FILE)
+			n = send_file(c, &c->segs[c->shead]);
+		else
+			n = send_mem(c);
+		if (n < 0)
+			return -1;
+		if (n == 0)
+			return 1;
+		out_advance(c, (size_t)n);
+	}
+	out_reset(c);
+	return 0;
+}
+
+static void
+conn_linger(struct conn *c)
+{
+	shutdown(c->fd, SHUT_WR);
+	c->state = CS_LINGER;
+	c->ilen = c->ipos = 0;
+	event_del(&c->wev);
+	event_add(&c->rev, NULL);
+	conn_timer(c, T_LINGER, worker.cf->lingering_timeout_ms);
+}
+
+/* After the queue drained: go on reading, or close. */
+static void
+conn_drained(struct conn *c)
+{
+	event_del(&c->wev);
+	if (c->close_after) {
+		if (c->linger || c->ipos < c->ilen || c->state == CS_BODY)
+			conn_linger(c);
+		else
+			conn_close(c);
+		return;
+	}
+	event_add(&c->rev, NULL);
+	if (c->ipos < c->ilen) {
+		/* Requests that waited behind the full queue. */
+		conn_process(c);
+		return;
+	}
+	if (c->state == CS_HEADER) {
+		conn_timer(c, T_IDLE, worker.cf->keepalive_timeout_ms);
+		idle_set(c, true);
+		if (worker.quitting)
+			conn_close(c);
+	}
+}
+
+static void
+conn_write(struct conn *c)
+{
+	switch (out_flush(c)) {
+	case 0:
+		conn_drained(c);
+		break;
+	case 1:
+		event_del(&c->rev);
+		event_add(&c->wev, NULL);
+		conn_timer(c, T_SEND, worker.cf->send_timeout_ms);
+		break;
+	default:
+		conn_close(c);
+		break;
+	}
+}
+
+static void
+write_cb(evutil_socket_t fd, short what, void *arg)
+{
+	worker_update_time();
+	conn_write(arg);
+}
+
+/* Requests ---------------------------------------------------------- */
+
+static bool
+name_match(const char *name, struct span host)
+{
+	size_t n = strlen(name);
+
+	if (name[0] == '*' && name[1] == '.') {
+		/* "*.example.com" matches "a.example.com", not itself. */
+		n -= 1;
+		return host.len > n && strncasecmp(host.p + host.len - n,
+		    name + 1, n) == 0;
+	}
+	return host.len == n && strncasecmp(host.p, name, n) == 0;
+}
+
+static size_t
+select_server(struct span host)
+{
+	const struct config *cf = worker.cf;
+
+	if (host.p == NULL || cf->nservers == 1)
+		return 0;
+	for (size_t i = 0; i < cf->nservers; i++)
+		for (size_t j = 0; j < cf->servers[i].nnames; j++)
+			if (name_match(cf->servers[i].names[j], host))
+				return i;
+	return 0;
+}
+
+static void
+handle_options(struct conn *c)
+{
+	resp_status(c, 200);
+	resp_header(c, allow, sizeof(allow) - 1);
+	resp_end_headers(c, 0);
+	resp_done(c, 200, 0);
+}
+
+static void
+handle_request(struct conn *c)
+{
+	struct http_request *r = &c->req;
+	char path[PATH_MAX];
+	ssize_t len;
+	int status;
+
+	c->srv = select_server(r->host);
+	switch (r->method) {
+	case HTTP_M_GET:
+	case HTTP_M_HEAD:
+		break;
+	case HTTP_M_OPTIONS:
+		handle_options(c);
+		return;
+	case HTTP_M_UNKNOWN:
+		log_info("client %s: unknown method \"%.*s\"", c->peer,
+		    (int)r->method_name.len, r->method_name.p);
+		resp_error(c, 501);
+		return;
+	default:
+		resp_error(c, 405);
+		return;
+	}
+	len = http_path_normalize(path, sizeof(path), r->path.p, r->path.len,
+	    &status);
+	if (len < 0) {
+		log_info("client %s: bad path \"%.*s\"", c->peer,
+		    (int)r->path.len, r->path.p);
+		resp_error(c, status);
+		return;
+	}
+	static_serve(c, c->srv, path, (size_t)len);
+}
+
+/* Sets up reading (and discarding) the body that follows the header. */
+static bool
+body_begin(struct conn *c)
+{
+	struct http_request *r = &c->req;
+	uint64_t max = worker.cf->max_body_size;
+
+	c->body_seen = 0;
+	c->body_chunked = r->chunked;
+	c->body_left = r->content_length > 0 ? (uint64_t)r->content_length :
+	    0;
+	if (max > 0 && c->body_left > max) {
+		log_info("client %s: body of %llu bytes is too large",
+		    c->peer, (unsigned long long)c->body_left);
+		resp_error(c, 413);
+		return false;
+	}
+	if (c->body_chunked)
+		http_chunked_init(&c->chunk);
+	if (r->expect_continue && (c->body_left > 0 || c->body_chunked) &&
+	    c->ipos == c->ilen)
+		obuf_add(c, "HTTP/1.1 100 Continue\r\n\r\n", 25);
+	return true;
+}
+
+/*
+ * Discards the body bytes in the buffer.  Returns 0 when the body is
+ * complete, HTTP_AGAIN when more is to come, or the status for a bad one.
+ */
+static int
+body_consume(struct conn *c)
+{
+	size_t avail = c->ilen - c->ipos, used, data;
+	uint64_t max = worker.cf->max_body_size;
+	int rc;
+
+	if (!c->body_chunked) {
+		used = avail < c->body_left ? avail : (size_t)c->body_left;
+		c->body_left -= used;
+		c->ipos += used;
+		return c->body_left == 0 ? 0 : HTTP_AGAIN;
+	}
+	used = avail;
+	rc = http_chunked_decode(&c->chunk, c->ibuf + c->ipos, &used, &data);
+	c->ipos += used;
+	c->body_seen += data;
+	if (rc == HTTP_ERROR) {
+		log_info("client %s: bad chunked body", c->peer);
+		return 400;
+	}
+	if (max > 0 && c->body_seen > max) {
+		log_info("client %s: chunked body is too large", c->peer);
+		return 413;
+	}
+	return rc == HTTP_OK ? 0 : HTTP_AGAIN;
+}
+
+static bool
+keepalive_allowed(const struct conn *c)
+{
+	const struct config *cf = worker.cf;
+
+	if (!c->req.keepalive || worker.quitting ||
+	    cf->keepalive_timeout_ms == 0)
+		return false;
+	return cf->keepalive_requests == 0 ||
+	    c->nreq < (unsigned)cf->keepalive_requests;
+}
+
+/* Parses one request header; false when processing has to stop. */
+static bool
+parse_one(struct conn *c)
+{
+	struct http_request *r = &c->req;
+	ssize_t n;
+	int rc;
+
+	n = http_parse_request(r, c->ibuf + c->ipos, c->ilen - c->ipos,
+	    &c->scan, worker.headers, worker.cf->max_headers,
+	    &worker.limits);
+	if (n == HTTP_AGAIN) {
+		idle_set(c, false);
+		conn_timer(c, T_HEADER, worker.cf->header_timeout_ms);
+		return false;
+	}
+	c->head = false;
+	if (n == HTTP_ERROR) {
+		log_info("client %s: %d: %s", c->peer, r->status,
+		    r->error ? r->error : "bad request");
+		c->keepalive = false;
+		memset(&r->method_name, 0, sizeof(r->method_name));
+		resp_error(c, r->status);
+		return false;
+	}
+	idle_set(c, false);
+	c->nreq++;
+	c->keepalive = keepalive_allowed(c);
+	c->head = r->method == HTTP_M_HEAD;
+	c->ipos += (size_t)n;
+	c->scan = 0;
+	if (r->content_length > 0 || r->chunked) {
+		/* What already arrived is checked before answering, so a
+		 * bad body gets its own status, as nginx does. */
+		if (!body_begin(c))
+			return false;
+		rc = body_consume(c);
+		if (rc > 0) {
+			resp_error(c, rc);
+			return false;
+		}
+		if (rc == HTTP_AGAIN)
+			c->state = CS_BODY;
+	}
+	handle_request(c);
+	return true;
+}
+
+static void
+conn_process(struct conn *c)
+{
+	int rc;
+
+	while (!c->close_after) {
+		if (c->stail + OSEG_RESERVE > OSEG_MAX ||
+		    c->opending > OUT_HIGH)
+			break;
+		if (c->state == CS_BODY) {
+			rc = body_consume(c);
+			if (rc == HTTP_AGAIN) {
+				conn_timer(c, T_BODY,
+				    worker.cf->body_timeout_ms);
+				break;
+			}
+			if (rc > 0) {
+				/* The response went out already; all that
+				 * is left is to stop reading. */
+				c->keepalive = false;
+				c->close_after = true;
+				c->linger = true;
+				break;
+			}
+			c->state = CS_HEADER;
+			continue;
+		}
+		if (c->ipos == c->ilen)
+			break;
+		if (!parse_one(c))
+			break;
+	}
+	if (c->ipos == c->ilen)
+		c->ipos = c->ilen = 0;
+	if (c->shead != c->stail)
+		conn_write(c);
+	else if (c->close_after)
+		conn_drained(c);
+	else if (c->state == CS_HEADER && c->ilen == 0)
+		conn_drained(c);
+}
+
+/* Makes room for more input: compact, then grow up to the header limit. */
+static bool
+ibuf_room(struct conn *c)
+{
+	size_t max = worker.cf->max_header_size + 1, size;
+	char *p;
+
+	if (c->ilen < c->isize)
+		return true;
+	if (c->ipos > 0) {
+		memmove(c->ibuf, c->ibuf + c->ipos, c->ilen - c->ipos);
+		c->ilen -= c->ipos;
+		c->ipos = 0;
+		return true;
+	}
+	if (c->isize >= max)
+		return false;
+	size = c->isize * 2 < max ? c->isize * 2 : max;
+	if (c->ibuf == c->ibuf_inline) {
+		p = malloc(size);
+		if (p != NULL)
+			memcpy(p, c->ibuf, c->ilen);
+	} else {
+		p = realloc(c->ibuf, size);
+	}
+	if (p == NULL) {
+		log_at(L_ERROR, errno, "input buffer");
+		return false;
+	}
+	c->ibuf = p;
+	c->isize = size;
+	return true;
+}
+
+static void
+read_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct conn *c = arg;
+	ssize_t n;
+
+	worker_update_time();
+	if (c->state == CS_LINGER) {
+		char junk[4096];
+
+		n = recv(c->fd, junk, sizeof(junk), 0);
+		if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
+			conn_close(c);
+		return;
+	}
+	if (!ibuf_room(c)) {
+		/* A full buffer always holds a complete header or is over
+		 * the limit, which the parser reports; we never get here
+		 * unless memory ran out. */
+		conn_close(c);
+		return;
+	}
+	n = recv(c->fd, c->ibuf + c->ilen, c->isize - c->ilen, 0);
+	if (n > 0) {
+		c->ilen += (size_t)n;
+		conn_process(c);
+		return;
+	}
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return;
+	if (n < 0 && errno != ECONNRESET)
+		log_at(L_INFO, errno, "recv from %s", c->peer);
+	else if (n == 0 && c->ilen > c->ipos)
+		log_info("client %s closed the connection mid-request",
+		    c->peer);
+	conn_close(c);
+}
+
+/* Accept and close -------------------------------------------------- */
+
+static void
+format_peer(struct conn *c, const struct sockaddr *sa)
+{
+	const void *addr;
+
+	if (sa->sa_family == AF_INET6)
+		addr = &((const struct sockaddr_in6 *)sa)->sin6_addr;
+	else
+		addr = &((const struct sockaddr_in *)sa)->sin_addr;
+	if (inet_ntop(sa->sa_family, addr, c->peer, sizeof(c->peer)) == NULL)
+		strcpy(c->peer, "?");
+}
+
+void
+conn_accept(int fd, const struct sockaddr *sa, socklen_t salen,
+    int listen_idx)
+{
+	struct conn *c;
+	int on = 1;
+
+	c = malloc(sizeof(*c));
+	if (c == NULL) {
+		log_at(L_ERROR, errno, "connection");
+		close(fd);
+		worker_conn_closed();
+		return;
+	}
+	memset(c, 0, offsetof(struct conn, ibuf_inline));
+	c->fd = fd;
+	c->ibuf = c->ibuf_inline;
+	c->isize = sizeof(c->ibuf_inline);
+	format_peer(c, sa);
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof(on));
+	event_assign(&c->rev, worker.base, fd, EV_READ | EV_PERSIST, read_cb,
+	    c);
+	event_assign(&c->wev, worker.base, fd, EV_WRITE | EV_PERSIST,
+	    write_cb, c);
+	evtimer_assign(&c->tev, worker.base, timer_cb, c);
+	log_debug("accept %s%s%s:%u on %s",
+	    sa->sa_family == AF_INET6 ? "[" : "", c->peer,
+	    sa->sa_family == AF_INET6 ? "]" : "",
+	    ntohs(((const struct sockaddr_in *)sa)->sin_port),
+	    worker.cf->listen[listen_idx].text);
+	event_add(&c->rev, NULL);
+	conn_timer(c, T_HEADER, worker.cf->header_timeout_ms);
+	/* With TCP_DEFER_ACCEPT the request is usually here already. */
+	read_cb(fd, EV_READ, c);
+}
+
+static void
+conn_close(struct conn *c)
+{
+	idle_set(c, false);
+	event_del(&c->rev);
+	event_del(&c->wev);
+	event_del(&c->tev);
+	out_reset(c);
+	close(c->fd);
+	if (c->ibuf != c->ibuf_inline)
+		free(c->ibuf);
+	free(c->obuf);
+	free(c);
+	worker_conn_closed();
+}

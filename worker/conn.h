@@ -1,0 +1,111 @@
+/*
+ * Client connections inside a worker: reading and parsing requests,
+ * routing them, and queueing responses that leave in as few writes as
+ * possible.  Internal to worker/.
+ */
+#ifndef CORRAL_CONN_H
+#define CORRAL_CONN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <event2/event.h>
+
+#include "worker/http.h"
+
+struct config;
+struct config_server;
+struct runtime;
+struct conn;
+struct fentry;
+struct fcache;
+
+/* One per worker process; set up by worker_main(). */
+struct worker {
+	struct event_base *base;
+	const struct runtime *rt;
+	const struct config *cf;
+	int slot;
+	bool quitting;			/* graceful stop: no new requests */
+	unsigned nconns;
+
+	struct http_limits limits;
+	struct http_header *headers;	/* parse scratch, cf->max_headers */
+	struct fcache *fcache;
+
+	/* "Server: ...\r\nDate: ...\r\n", rebuilt once a second. */
+	time_t now;
+	uint64_t now_ms;
+	char common[128];
+	size_t common_len;
+	char log_time[32];		/* "30/Nov/2026:08:00:00 +0000" */
+	const char *server_line;
+	size_t server_line_len;
+
+	struct conn *idle_head;		/* connections waiting between
+					   requests, for graceful stop */
+};
+
+extern struct worker worker;
+
+/* Called by conn.c when a connection is gone. */
+void worker_conn_closed(void);
+
+/* Refreshes the cached clock and the Date header if a second has passed. */
+void worker_update_time(void);
+
+/* Takes over an accepted socket; closes it on failure. */
+void conn_accept(int fd, const struct sockaddr *sa, socklen_t salen,
+    int listen_idx);
+
+/* Closes idle keep-alive connections; graceful stop. */
+void conn_close_idle(void);
+
+/* Writes out buffered access log lines. */
+void access_log_flush(void);
+
+/* The request being answered. */
+const struct http_request *conn_req(const struct conn *c);
+
+/* Starts a response: status line, Server and Date. */
+void resp_status(struct conn *c, int status);
+
+/* Adds ready-made header lines ("Name: value\r\n..."). */
+void resp_header(struct conn *c, const char *lines, size_t len);
+
+/* Adds one formatted header line; fmt has no CRLF. */
+void resp_headerf(struct conn *c, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/*
+ * Ends the header block with Content-Length (when len >= 0) and the
+ * Connection field.  For HEAD and 304 the caller pushes no body.
+ */
+void resp_end_headers(struct conn *c, int64_t len);
+
+/* Queues body bytes; they must stay valid until ref is released. */
+void resp_body_mem(struct conn *c, const void *p, size_t len,
+    struct fentry *ref);
+
+/* Queues part of an open file, sent with sendfile (or read+write). */
+void resp_body_file(struct conn *c, struct fentry *ref, int fd, off_t off,
+    off_t len);
+
+/* Copies small body bytes into the output buffer. */
+void resp_body_copy(struct conn *c, const void *p, size_t len);
+
+/* A complete error response with a small HTML body. */
+void resp_error(struct conn *c, int status);
+
+/* The same, with extra ready-made header lines. */
+void resp_error_hdr(struct conn *c, int status, const char *lines,
+    size_t len);
+
+/* Records what the access log needs once the response is queued. */
+void resp_done(struct conn *c, int status, uint64_t body_bytes);
+
+/* True when the request is HEAD (no body goes out). */
+bool resp_is_head(const struct conn *c);
+
+#endif

@@ -1,0 +1,1046 @@
+/*
+ * HTTP/1.1 request parsing (RFC 9112): the request line and header block,
+ * the chunked body decoder, Host checks and reason phrases.
+ *
+ * The header block is parsed in two steps.  While it is incomplete, only
+ * line endings are looked at (memchr for LF), which also rejects a bare CR
+ * or LF as soon as it arrives.  Once "\r\n\r\n" is in the buffer, the whole
+ * block is checked and split in one pass over the bytes.
+ */
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/types.h>
+
+#include "worker/http.h"
+
+/* Character classes, one byte of flags per octet. */
+#define C_TCHAR		0x01	/* token (RFC 9110 section 5.6.2) */
+#define C_TARGET	0x02	/* request-target: 0x21-0x7e, not '#' */
+#define C_VALUE		0x04	/* field-value and obs-text */
+#define C_HOST		0x08	/* reg-name: unreserved, sub-delims */
+#define C_HEX		0x10
+#define C_DIGIT		0x20
+#define C_WS		0x40	/* SP, HTAB */
+
+/* The combinations that occur, short enough for a 16-column table. */
+#define NO	0				/* CTL, DEL */
+#define WS	(C_VALUE | C_WS)		/* SP, HTAB */
+#define OB	C_VALUE				/* obs-text */
+#define HS	(C_TCHAR | C_VALUE)		/* '#' */
+#define DL	(C_TARGET | C_VALUE)		/* delimiters */
+#define SD	(C_TARGET | C_VALUE | C_HOST)	/* ( ) , ; = */
+#define TO	(C_TCHAR | C_TARGET | C_VALUE)	/* % ^ ` | */
+#define TH	(TO | C_HOST)			/* letters ! - . */
+#define HX	(TH | C_HEX)			/* A-F a-f */
+#define DG	(HX | C_DIGIT)			/* 0-9 */
+
+static const uint8_t cls[256] = {
+	/* 0x00 */
+	NO, NO, NO, NO, NO, NO, NO, NO, NO, WS, NO, NO, NO, NO, NO, NO,
+	/* 0x10 */
+	NO, NO, NO, NO, NO, NO, NO, NO, NO, NO, NO, NO, NO, NO, NO, NO,
+	/* SP !  "  #  $  %  &  '  (  )  *  +  ,  -  .  / */
+	WS, TH, DL, HS, TH, TO, TH, TH, SD, SD, TH, TH, SD, TH, TH, DL,
+	/* 0  1  2  3  4  5  6  7  8  9  :  ;  <  =  >  ? */
+	DG, DG, DG, DG, DG, DG, DG, DG, DG, DG, DL, SD, DL, SD, DL, DL,
+	/* @  A  B  C  D  E  F  G  H  I  J  K  L  M  N  O */
+	DL, HX, HX, HX, HX, HX, HX, TH, TH, TH, TH, TH, TH, TH, TH, TH,
+	/* P  Q  R  S  T  U  V  W  X  Y  Z  [  \  ]  ^  _ */
+	TH, TH, TH, TH, TH, TH, TH, TH, TH, TH, TH, DL, DL, DL, TO, TH,
+	/* `  a  b  c  d  e  f  g  h  i  j  k  l  m  n  o */
+	TO, HX, HX, HX, HX, HX, HX, TH, TH, TH, TH, TH, TH, TH, TH, TH,
+	/* p  q  r  s  t  u  v  w  x  y  z  {  |  }  ~  DEL */
+	TH, TH, TH, TH, TH, TH, TH, TH, TH, TH, TH, DL, TO, DL, TH, NO,
+	/* 0x80-0xff: obs-text */
+	OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB,
+	OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB,
+	OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB,
+	OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB,
+	OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB,
+	OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB,
+	OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB,
+	OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB,
+};
+
+#undef NO
+#undef WS
+#undef OB
+#undef HS
+#undef DL
+#undef SD
+#undef TO
+#undef TH
+#undef HX
+#undef DG
+
+#define IS(c, f)	((cls[(unsigned char)(c)] & (f)) != 0)
+
+/*
+ * *scan holds the resume offset in its low bits and, in the top bit,
+ * whether the request line has been seen, so that the next call knows
+ * which limit applies and what an empty line means without looking back.
+ */
+#define SCAN_RLINE	((size_t)1 << (sizeof(size_t) * 8 - 1))
+
+/* Header fields the parser acts on. */
+enum field {
+	F_OTHER,
+	F_HOST,
+	F_CONTENT_LENGTH,
+	F_TRANSFER_ENCODING,
+	F_CONNECTION,
+	F_EXPECT,
+	F_IF_MATCH,
+	F_IF_NONE_MATCH,
+	F_IF_MODIFIED_SINCE,
+	F_IF_UNMODIFIED_SINCE,
+	F_RANGE,
+	F_IF_RANGE,
+};
+
+/* What the fields said, checked together once the block is read. */
+struct fields {
+	struct span host;
+	bool has_host;
+	bool has_te;
+	int te_chunked;			/* times "chunked" was listed */
+	bool te_other;			/* another coding was listed */
+	bool conn_close;
+	bool conn_keepalive;
+	bool expect_other;
+};
+
+static inline unsigned char
+lower(unsigned char c)
+{
+	return c >= 'A' && c <= 'Z' ? c | 0x20 : c;
+}
+
+/* Compares n bytes with a lower case literal, ignoring the case of p. */
+static bool
+ieq(const char *p, const char *lc, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (lower((unsigned char)p[i]) != (unsigned char)lc[i])
+			return false;
+	return true;
+}
+
+static bool
+span_ieq(struct span s, const char *lc)
+{
+	size_t n = strlen(lc);
+
+	return s.len == n && ieq(s.p, lc, n);
+}
+
+static int
+fail(struct http_request *r, int status, const char *why)
+{
+	r->status = status;
+	r->error = why;
+	return HTTP_ERROR;
+}
+
+/*
+ * Looks for the end of the header block from where the last call stopped.
+ * Returns the block length, HTTP_AGAIN or HTTP_ERROR.  The request line
+ * with its CRLF must end within max_request_line bytes of buf (leading
+ * empty lines count, which also bounds them) and the whole block within
+ * max_header_size bytes; nothing past those limits is looked at, so the
+ * answer does not depend on how the bytes were split.
+ */
+static ssize_t
+find_end(struct http_request *r, const char *buf, size_t len, size_t *scan,
+    const struct http_limits *lim)
+{
+	size_t pos = *scan & ~SCAN_RLINE, max, stop, end, from;
+	bool rline = (*scan & SCAN_RLINE) != 0;
+	const char *lf;
+
+	for (;;) {
+		max = lim->max_header_size;
+		if (!rline && lim->max_request_line < max)
+			max = lim->max_request_line;
+		stop = len < max ? len : max;
+		if (pos >= stop)
+			break;
+		lf = memchr(buf + pos, '\n', stop - pos);
+		end = lf != NULL ? (size_t)(lf - buf) : stop;
+
+		/*
+		 * A CR may only stand right before the LF, or last in the
+		 * buffer when its LF has not come yet; a CR left pending by
+		 * the previous call is at pos - 1.
+		 */
+		from = pos > 0 && buf[pos - 1] == '\r' ? pos - 1 : pos;
+		if (end > from + 1 &&
+		    memchr(buf + from, '\r', end - 1 - from) != NULL)
+			return fail(r, 400, rline ? "bare CR in header" :
+			    "bare CR in request line");
+		if (lf == NULL) {
+			pos = stop;
+			break;
+		}
+		if (end == 0 || buf[end - 1] != '\r')
+			return fail(r, 400, rline ? "bare LF in header" :
+			    "bare LF in request line");
+
+		if (end == 1 || buf[end - 2] == '\n') {
+			/* An empty line: the end, or one before the request. */
+			if (rline) {
+				*scan = (end - 1) | SCAN_RLINE;
+				return (ssize_t)end + 1;
+			}
+		} else
+			rline = true;
+		pos = end + 1;
+	}
+
+	*scan = pos | (rline ? SCAN_RLINE : 0);
+	if (len < max)
+		return HTTP_AGAIN;
+	if (!rline && max == lim->max_request_line)
+		return fail(r, 414, "request line too long");
+	return fail(r, 431, "header block too large");
+}
+
+static enum http_method
+method_lookup(const char *p, size_t n)
+{
+	switch (n) {
+	case 3:
+		if (memcmp(p, "GET", 3) == 0)
+			return HTTP_M_GET;
+		if (memcmp(p, "PUT", 3) == 0)
+			return HTTP_M_PUT;
+		break;
+	case 4:
+		if (memcmp(p, "HEAD", 4) == 0)
+			return HTTP_M_HEAD;
+		if (memcmp(p, "POST", 4) == 0)
+			return HTTP_M_POST;
+		break;
+	case 5:
+		if (memcmp(p, "TRACE", 5) == 0)
+			return HTTP_M_TRACE;
+		if (memcmp(p, "PATCH", 5) == 0)
+			return HTTP_M_PATCH;
+		if (memcmp(p, "PURGE", 5) == 0)
+			return HTTP_M_PURGE;
+		break;
+	case 6:
+		if (memcmp(p, "DELETE", 6) == 0)
+			return HTTP_M_DELETE;
+		break;
+	case 7:
+		if (memcmp(p, "OPTIONS", 7) == 0)
+			return HTTP_M_OPTIONS;
+		if (memcmp(p, "CONNECT", 7) == 0)
+			return HTTP_M_CONNECT;
+		break;
+	}
+	return HTTP_M_UNKNOWN;
+}
+
+/* Splits an origin-form path at the first '?'. */
+static void
+split_query(struct http_request *r, const char *p, size_t n)
+{
+	const char *q = memchr(p, '?', n);
+
+	r->path.p = p;
+	r->path.len = n;
+	if (q != NULL) {
+		r->path.len = (size_t)(q - p);
+		r->query.p = q + 1;
+		r->query.len = n - r->path.len - 1;
+	}
+}
+
+/* The authority of an absolute-form target replaces the Host field. */
+static int
+absolute_form(struct http_request *r, const char *p, size_t n)
+{
+	const char *a = p, *end = p + n, *e;
+	ssize_t hl;
+
+	a += ieq(p, "http://", 7) ? 7 : 8;
+	for (e = a; e < end && *e != '/' && *e != '?'; e++)
+		if (*e == '@')
+			return fail(r, 400, "userinfo in request target");
+	hl = http_host_check(a, (size_t)(e - a));
+	if (hl <= 0)
+		return fail(r, 400, "invalid authority in request target");
+	r->host.p = a;
+	r->host.len = (size_t)hl;
+	r->absolute_form = true;
+	if (e < end && *e == '/')
+		split_query(r, e, (size_t)(end - e));
+	else {
+		r->path.p = "/";
+		r->path.len = 1;
+		if (e < end) {
+			r->query.p = e + 1;
+			r->query.len = (size_t)(end - e - 1);
+		}
+	}
+	return HTTP_OK;
+}
+
+/* Sorts the request-target into its form (RFC 9112 section 3.2). */
+static int
+target_form(struct http_request *r)
+{
+	const char *p = r->target.p;
+	size_t n = r->target.len;
+	ssize_t hl;
+
+	if (r->method == HTTP_M_CONNECT) {
+		/* authority-form = uri-host ":" port */
+		hl = http_host_check(p, n);
+		if (hl <= 0 || (size_t)hl + 1 >= n)
+			return fail(r, 400, "CONNECT needs host:port");
+		r->host.p = p;
+		r->host.len = (size_t)hl;
+		r->path.p = "";
+		r->path.len = 0;
+		return HTTP_OK;
+	}
+	if (p[0] == '/') {
+		split_query(r, p, n);
+		return HTTP_OK;
+	}
+	if (p[0] == '*' && n == 1) {
+		if (r->method != HTTP_M_OPTIONS)
+			return fail(r, 400, "asterisk-form without OPTIONS");
+		r->path = r->target;
+		return HTTP_OK;
+	}
+	if ((n > 7 && ieq(p, "http://", 7)) || (n > 8 && ieq(p, "https://", 8)))
+		return absolute_form(r, p, n);
+	return fail(r, 400, "invalid request target");
+}
+
+/*
+ * Parses "method SP request-target SP HTTP-version CRLF" at *pp, which
+ * find_end has made sure ends in CRLF.
+ */
+static int
+request_line(struct http_request *r, const char **pp, const char *end)
+{
+	const char *p = *pp, *t, *v;
+
+	r->method_name.p = p;
+	while (IS(*p, C_TCHAR))
+		p++;
+	if (*p != ' ' || p == r->method_name.p)
+		return fail(r, 400, "invalid method");
+	r->method_name.len = (size_t)(p - r->method_name.p);
+	r->method = method_lookup(r->method_name.p, r->method_name.len);
+
+	t = ++p;
+	while (IS(*p, C_TARGET))
+		p++;
+	if (*p == '\r')
+		return fail(r, 400, "missing HTTP version");
+	if (*p != ' ')
+		return fail(r, 400, "invalid character in request target");
+	if (p == t)
+		return fail(r, 400, "empty request target");
+	r->target.p = t;
+	r->target.len = (size_t)(p - t);
+
+	/* "HTTP/" DIGIT "." DIGIT CRLF, then at least the final CRLF. */
+	v = p + 1;
+	if (end - v < 12 || memcmp(v, "HTTP/", 5) != 0 ||
+	    !IS(v[5], C_DIGIT) || v[6] != '.' || !IS(v[7], C_DIGIT) ||
+	    v[8] != '\r')
+		return fail(r, 400, "invalid HTTP version");
+	if (v[5] != '1')
+		return fail(r, 505, "unsupported HTTP version");
+	r->version = v[7] == '0' ? 10 : 11;
+	*pp = v + 10;
+
+	return target_form(r);
+}
+
+static enum field
+field_lookup(const char *p, size_t n)
+{
+	switch (n) {
+	case 4:
+		if (ieq(p, "host", 4))
+			return F_HOST;
+		break;
+	case 5:
+		if (ieq(p, "range", 5))
+			return F_RANGE;
+		break;
+	case 6:
+		if (ieq(p, "expect", 6))
+			return F_EXPECT;
+		break;
+	case 8:
+		if (ieq(p, "if-match", 8))
+			return F_IF_MATCH;
+		if (ieq(p, "if-range", 8))
+			return F_IF_RANGE;
+		break;
+	case 10:
+		if (ieq(p, "connection", 10))
+			return F_CONNECTION;
+		break;
+	case 13:
+		if (ieq(p, "if-none-match", 13))
+			return F_IF_NONE_MATCH;
+		break;
+	case 14:
+		if (ieq(p, "content-length", 14))
+			return F_CONTENT_LENGTH;
+		break;
+	case 17:
+		if (ieq(p, "transfer-encoding", 17))
+			return F_TRANSFER_ENCODING;
+		if (ieq(p, "if-modified-since", 17))
+			return F_IF_MODIFIED_SINCE;
+		break;
+	case 19:
+		if (ieq(p, "if-unmodified-since", 19))
+			return F_IF_UNMODIFIED_SINCE;
+		break;
+	}
+	return F_OTHER;
+}
+
+/*
+ * Returns the next element of a comma-separated list without its OWS;
+ * empty elements are skipped (RFC 9110 section 5.6.1).
+ */
+static bool
+list_next(const char **pp, const char *end, struct span *e)
+{
+	const char *p = *pp, *s;
+
+	while (p < end && (*p == ',' || IS(*p, C_WS)))
+		p++;
+	if (p == end)
+		return false;
+	s = p;
+	while (p < end && *p != ',')
+		p++;
+	*pp = p;
+	while (IS(p[-1], C_WS))
+		p--;
+	e->p = s;
+	e->len = (size_t)(p - s);
+	return true;
+}
+
+static size_t
+token_len(struct span s)
+{
+	size_t i;
+
+	for (i = 0; i < s.len && IS(s.p[i], C_TCHAR); i++)
+		;
+	return i;
+}
+
+static int
+content_length(struct http_request *r, struct span v)
+{
+	int64_t n = 0;
+	size_t i;
+	int d;
+
+	if (r->content_length != -1)
+		return fail(r, 400, "duplicate Content-Length");
+	if (v.len == 0)
+		return fail(r, 400, "empty Content-Length");
+	for (i = 0; i < v.len; i++) {
+		if (!IS(v.p[i], C_DIGIT))
+			return fail(r, 400, "invalid Content-Length");
+		d = v.p[i] - '0';
+		if (n > (INT64_MAX - d) / 10)
+			return fail(r, 400, "Content-Length too large");
+		n = n * 10 + d;
+	}
+	r->content_length = n;
+	return HTTP_OK;
+}
+
+/*
+ * Several Transfer-Encoding lines form one list.  Codings are counted here
+ * and judged once all fields are read.
+ */
+static int
+transfer_encoding(struct http_request *r, struct fields *f, struct span v)
+{
+	const char *p = v.p, *end = v.p + v.len;
+	struct span e;
+	size_t n;
+
+	if (r->version == 10)
+		return fail(r, 400, "Transfer-Encoding in HTTP/1.0");
+	f->has_te = true;
+	while (list_next(&p, end, &e)) {
+		n = token_len(e);
+		if (n == e.len && span_ieq(e, "chunked"))
+			f->te_chunked++;
+		else if (n == e.len)
+			f->te_other = true;
+		else {
+			/* A coding with parameters, or not a token. */
+			while (n < e.len && IS(e.p[n], C_WS))
+				n++;
+			if (n == 0 || e.p[n] != ';')
+				return fail(r, 400,
+				    "invalid Transfer-Encoding");
+			f->te_other = true;
+		}
+	}
+	return HTTP_OK;
+}
+
+static int
+connection(struct http_request *r, struct fields *f, struct span v)
+{
+	const char *p = v.p, *end = v.p + v.len;
+	struct span e;
+
+	while (list_next(&p, end, &e)) {
+		if (token_len(e) != e.len)
+			return fail(r, 400, "invalid Connection");
+		if (span_ieq(e, "close"))
+			f->conn_close = true;
+		else if (span_ieq(e, "keep-alive"))
+			f->conn_keepalive = true;
+	}
+	return HTTP_OK;
+}
+
+/* HTTP/1.0 has no Expect (RFC 9110 section 10.1.1): ignore it there. */
+static void
+expect(struct http_request *r, struct fields *f, struct span v)
+{
+	const char *p = v.p, *end = v.p + v.len;
+	struct span e;
+
+	if (r->version == 10)
+		return;
+	while (list_next(&p, end, &e)) {
+		if (span_ieq(e, "100-continue"))
+			r->expect_continue = true;
+		else
+			f->expect_other = true;
+	}
+}
+
+/* Fields that may appear once; a second one is an error. */
+static int
+singleton(struct http_request *r, struct span *dst, struct span v,
+    const char *dup)
+{
+	if (dst->p != NULL)
+		return fail(r, 400, dup);
+	*dst = v;
+	return HTTP_OK;
+}
+
+static int
+field(struct http_request *r, struct fields *f, const struct http_header *h)
+{
+	switch (field_lookup(h->name.p, h->name.len)) {
+	case F_OTHER:
+		break;
+	case F_HOST:
+		if (f->has_host)
+			return fail(r, 400, "duplicate Host");
+		f->has_host = true;
+		f->host = h->value;
+		break;
+	case F_CONTENT_LENGTH:
+		return content_length(r, h->value);
+	case F_TRANSFER_ENCODING:
+		return transfer_encoding(r, f, h->value);
+	case F_CONNECTION:
+		return connection(r, f, h->value);
+	case F_EXPECT:
+		expect(r, f, h->value);
+		break;
+	case F_IF_MATCH:
+		/* Only the first line of these lists is used. */
+		if (r->if_match.p == NULL)
+			r->if_match = h->value;
+		break;
+	case F_IF_NONE_MATCH:
+		if (r->if_none_match.p == NULL)
+			r->if_none_match = h->value;
+		break;
+	case F_IF_MODIFIED_SINCE:
+		return singleton(r, &r->if_modified_since, h->value,
+		    "duplicate If-Modified-Since");
+	case F_IF_UNMODIFIED_SINCE:
+		return singleton(r, &r->if_unmodified_since, h->value,
+		    "duplicate If-Unmodified-Since");
+	case F_RANGE:
+		return singleton(r, &r->range, h->value, "duplicate Range");
+	case F_IF_RANGE:
+		return singleton(r, &r->if_range, h->value,
+		    "duplicate If-Range");
+	}
+	return HTTP_OK;
+}
+
+/* Parses one "name: value" line at *pp, which ends in CRLF. */
+static int
+field_line(struct http_request *r, const char **pp, struct http_header *h)
+{
+	const char *p = *pp, *v, *e;
+
+	if (IS(*p, C_WS))
+		return fail(r, 400, "obs-fold in header");
+	h->name.p = p;
+	while (IS(*p, C_TCHAR))
+		p++;
+	h->name.len = (size_t)(p - h->name.p);
+	if (*p != ':') {
+		if (IS(*p, C_WS))
+			return fail(r, 400, "whitespace before colon");
+		if (*p == '\r')
+			return fail(r, 400, "missing colon in header");
+		return fail(r, 400, "invalid character in field name");
+	}
+	if (h->name.len == 0)
+		return fail(r, 400, "empty field name");
+
+	p++;
+	while (IS(*p, C_WS))
+		p++;
+	v = p;
+	while (IS(*p, C_VALUE))
+		p++;
+	if (*p != '\r')
+		return fail(r, 400, "invalid character in field value");
+	for (e = p; e > v && IS(e[-1], C_WS); e--)
+		;
+	h->value.p = v;
+	h->value.len = (size_t)(e - v);
+	*pp = p + 2;
+	return HTTP_OK;
+}
+
+/* The checks that need all fields, in order of severity. */
+static int
+fields_done(struct http_request *r, struct fields *f)
+{
+	ssize_t hl;
+
+	if (r->version == 11 && !f->has_host)
+		return fail(r, 400, "missing Host");
+	if (f->has_host && r->host.p == NULL) {
+		hl = http_host_check(f->host.p, f->host.len);
+		if (hl < 0)
+			return fail(r, 400, "invalid Host");
+		r->host.p = f->host.p;
+		r->host.len = (size_t)hl;
+	}
+	if (f->has_te) {
+		if (r->content_length != -1)
+			return fail(r, 400,
+			    "both Transfer-Encoding and Content-Length");
+		if (f->te_chunked > 1)
+			return fail(r, 400, "chunked applied twice");
+		if (f->te_other)
+			return fail(r, 501, "unsupported transfer coding");
+		if (f->te_chunked == 0)
+			return fail(r, 400, "empty Transfer-Encoding");
+		r->chunked = true;
+	}
+	if (f->expect_other)
+		return fail(r, 417, "unsupported expectation");
+	if (r->version == 11)
+		r->keepalive = !f->conn_close;
+	else
+		r->keepalive = f->conn_keepalive && !f->conn_close;
+	return HTTP_OK;
+}
+
+/* Parses a complete header block of n bytes. */
+static int
+parse_block(struct http_request *r, const char *buf, size_t n,
+    struct http_header *headers, size_t maxheaders,
+    const struct http_limits *lim)
+{
+	const char *p = buf, *end = buf + n;
+	struct fields f;
+	size_t cap;
+
+	memset(&f, 0, sizeof(f));
+	cap = lim->max_headers < maxheaders ? lim->max_headers : maxheaders;
+
+	while (*p == '\r')
+		p += 2;
+	if (request_line(r, &p, end) == HTTP_ERROR)
+		return HTTP_ERROR;
+	while (*p != '\r') {
+		if (r->nheaders == cap)
+			return fail(r, 431, "too many header fields");
+		if (field_line(r, &p, &headers[r->nheaders]) == HTTP_ERROR)
+			return HTTP_ERROR;
+		if (field(r, &f, &headers[r->nheaders++]) == HTTP_ERROR)
+			return HTTP_ERROR;
+	}
+	return fields_done(r, &f);
+}
+
+ssize_t
+http_parse_request(struct http_request *r, const char *buf, size_t len,
+    size_t *scan, struct http_header *headers, size_t maxheaders,
+    const struct http_limits *lim)
+{
+	ssize_t n;
+
+	n = find_end(r, buf, len, scan, lim);
+	if (n < 0)
+		return n;
+
+	memset(r, 0, sizeof(*r));
+	r->headers = headers;
+	r->content_length = -1;
+	if (parse_block(r, buf, (size_t)n, headers, maxheaders, lim) ==
+	    HTTP_ERROR)
+		return HTTP_ERROR;
+	return n;
+}
+
+struct span
+http_header_get(const struct http_request *r, const char *name)
+{
+	struct span none = { NULL, 0 };
+	size_t i, j, n = strlen(name);
+	const struct http_header *h;
+
+	for (i = 0; i < r->nheaders; i++) {
+		h = &r->headers[i];
+		if (h->name.len != n)
+			continue;
+		for (j = 0; j < n; j++)
+			if (lower((unsigned char)h->name.p[j]) !=
+			    lower((unsigned char)name[j]))
+				break;
+		if (j == n)
+			return h->value;
+	}
+	return none;
+}
+
+/* Chunked body decoder states. */
+enum {
+	CH_SIZE,		/* first hex digit of a chunk-size */
+	CH_SIZE_MORE,		/* more digits, ';', BWS or CR */
+	CH_SIZE_WS,		/* BWS after the size: more, or ';' */
+	CH_EXT,			/* chunk-ext up to CR */
+	CH_SIZE_LF,
+	CH_DATA,
+	CH_DATA_CR,
+	CH_DATA_LF,
+	CH_TRAILER,		/* start of a trailer line, or the end */
+	CH_TNAME,
+	CH_TVALUE,
+	CH_TLF,
+	CH_END_LF,
+	CH_DONE,
+};
+
+#define CH_MAX_DIGITS	16
+#define CH_MAX_LINE	4096		/* size line with extensions */
+#define CH_MAX_TRAILERS	8192
+
+void
+http_chunked_init(struct http_chunked *c)
+{
+	memset(c, 0, sizeof(*c));
+	c->state = CH_SIZE;
+}
+
+static int
+hexval(unsigned char c)
+{
+	if (IS(c, C_DIGIT))
+		return c - '0';
+	return lower(c) - 'a' + 10;
+}
+
+/* One byte of framing; returns HTTP_OK to go on or HTTP_ERROR. */
+static int
+chunked_byte(struct http_chunked *c, unsigned char ch)
+{
+	if (c->state >= CH_TRAILER && ++c->trailers > CH_MAX_TRAILERS)
+		return HTTP_ERROR;
+
+	switch (c->state) {
+	case CH_SIZE:
+		if (!IS(ch, C_HEX))
+			return HTTP_ERROR;
+		c->remaining = (uint64_t)hexval(ch);
+		c->line = 1;
+		c->state = CH_SIZE_MORE;
+		break;
+	case CH_SIZE_MORE:
+		if (IS(ch, C_HEX)) {
+			if (++c->line > CH_MAX_DIGITS ||
+			    c->remaining > (uint64_t)INT64_MAX >> 4)
+				return HTTP_ERROR;
+			c->remaining = (c->remaining << 4) |
+			    (uint64_t)hexval(ch);
+		} else if (ch == '\r')
+			c->state = CH_SIZE_LF;
+		else if (ch == ';')
+			c->state = CH_EXT;
+		else if (IS(ch, C_WS))
+			c->state = CH_SIZE_WS;
+		else
+			return HTTP_ERROR;
+		break;
+	case CH_SIZE_WS:
+		if (++c->line > CH_MAX_LINE)
+			return HTTP_ERROR;
+		if (ch == ';')
+			c->state = CH_EXT;
+		else if (!IS(ch, C_WS))
+			return HTTP_ERROR;
+		break;
+	case CH_EXT:
+		if (ch == '\r')
+			c->state = CH_SIZE_LF;
+		else if (++c->line > CH_MAX_LINE || !IS(ch, C_VALUE))
+			return HTTP_ERROR;
+		break;
+	case CH_SIZE_LF:
+		if (ch != '\n')
+			return HTTP_ERROR;
+		c->state = c->remaining == 0 ? CH_TRAILER : CH_DATA;
+		break;
+	case CH_DATA_CR:
+		if (ch != '\r')
+			return HTTP_ERROR;
+		c->state = CH_DATA_LF;
+		break;
+	case CH_DATA_LF:
+		if (ch != '\n')
+			return HTTP_ERROR;
+		c->state = CH_SIZE;
+		break;
+	case CH_TRAILER:
+		if (ch == '\r')
+			c->state = CH_END_LF;
+		else if (IS(ch, C_TCHAR))
+			c->state = CH_TNAME;
+		else
+			return HTTP_ERROR;	/* obs-fold, CTL, ':' */
+		break;
+	case CH_TNAME:
+		if (ch == ':')
+			c->state = CH_TVALUE;
+		else if (!IS(ch, C_TCHAR))
+			return HTTP_ERROR;
+		break;
+	case CH_TVALUE:
+		if (ch == '\r')
+			c->state = CH_TLF;
+		else if (!IS(ch, C_VALUE))
+			return HTTP_ERROR;
+		break;
+	case CH_TLF:
+		if (ch != '\n')
+			return HTTP_ERROR;
+		c->state = CH_TRAILER;
+		break;
+	case CH_END_LF:
+		if (ch != '\n')
+			return HTTP_ERROR;
+		c->state = CH_DONE;
+		break;
+	default:
+		return HTTP_ERROR;
+	}
+	return HTTP_OK;
+}
+
+int
+http_chunked_decode(struct http_chunked *c, char *buf, size_t *len,
+    size_t *data)
+{
+	size_t i = 0, o = 0, n;
+	int rc = HTTP_AGAIN;
+
+	while (i < *len) {
+		if (c->state == CH_DONE) {
+			rc = HTTP_OK;
+			break;
+		}
+		if (c->state == CH_DATA) {
+			n = *len - i;
+			if (n > c->remaining)
+				n = (size_t)c->remaining;
+			if (o != i)
+				memmove(buf + o, buf + i, n);
+			i += n;
+			o += n;
+			c->remaining -= n;
+			if (c->remaining == 0)
+				c->state = CH_DATA_CR;
+			continue;
+		}
+		if (chunked_byte(c, (unsigned char)buf[i++]) == HTTP_ERROR) {
+			rc = HTTP_ERROR;
+			break;
+		}
+	}
+	if (c->state == CH_DONE)
+		rc = HTTP_OK;
+	*len = i;
+	*data = o;
+	return rc;
+}
+
+/* Checks an IPv6address (RFC 3986 section 3.2.2) between the brackets. */
+static bool
+ipv6_check(const char *p, size_t n)
+{
+	size_t i = 0, k, groups = 0, dots, digits;
+	bool gap = false;
+
+	if (n >= 2 && p[0] == ':' && p[1] == ':') {
+		gap = true;
+		i = 2;
+	}
+	while (i < n) {
+		for (k = i; k < n && k - i < 5 && IS(p[k], C_HEX); k++)
+			;
+		if (k < n && p[k] == '.') {
+			/* The IPv4 tail: four decimal octets. */
+			for (dots = 0, digits = 0; i < n; i++) {
+				if (p[i] == '.') {
+					if (digits == 0 || ++dots > 3)
+						return false;
+					digits = 0;
+				} else if (!IS(p[i], C_DIGIT) ||
+				    ++digits > 3 || (digits == 2 &&
+				    p[i - 1] == '0'))
+					return false;
+				else if (digits == 3 &&
+				    (p[i - 2] - '0') * 100 +
+				    (p[i - 1] - '0') * 10 + (p[i] - '0') > 255)
+					return false;
+			}
+			if (dots != 3 || digits == 0)
+				return false;
+			groups += 2;
+			break;
+		}
+		if (k == i || k - i > 4)
+			return false;
+		groups++;
+		i = k;
+		if (i == n)
+			break;
+		if (p[i++] != ':' || i == n)
+			return false;
+		if (p[i] == ':') {
+			if (gap)
+				return false;
+			gap = true;
+			i++;
+		}
+	}
+	return gap ? groups <= 7 : groups == 8;
+}
+
+/*
+ * An IPv4 address is also a reg-name, so the reg-name rule covers it.  An
+ * empty host is refused, as no virtual host can match it; so are IPv6 zone
+ * identifiers and IPvFuture.  An IPv6 literal keeps its brackets.
+ */
+ssize_t
+http_host_check(const char *p, size_t len)
+{
+	size_t i = 0, port = 0, digits;
+	const char *rb;
+
+	if (len > 0 && p[0] == '[') {
+		rb = memchr(p, ']', len);
+		if (rb == NULL || !ipv6_check(p + 1, (size_t)(rb - p - 1)))
+			return -1;
+		i = (size_t)(rb - p) + 1;
+	} else {
+		while (i < len) {
+			if (IS(p[i], C_HOST))
+				i++;
+			else if (p[i] == '%' && i + 2 < len &&
+			    IS(p[i + 1], C_HEX) && IS(p[i + 2], C_HEX))
+				i += 3;
+			else
+				break;
+		}
+		if (i == 0)
+			return -1;	/* an empty reg-name names no host */
+	}
+	if (i == len)
+		return (ssize_t)i;
+	if (p[i] != ':' || len - i - 1 > 5)
+		return -1;
+	for (digits = i + 1; digits < len; digits++) {
+		if (!IS(p[digits], C_DIGIT))
+			return -1;
+		port = port * 10 + (size_t)(p[digits] - '0');
+	}
+	return port > 65535 ? -1 : (ssize_t)i;
+}
+
+const char *
+http_reason(int status)
+{
+	switch (status) {
+	case 100: return "Continue";
+	case 101: return "Switching Protocols";
+	case 200: return "OK";
+	case 201: return "Created";
+	case 204: return "No Content";
+	case 206: return "Partial Content";
+	case 301: return "Moved Permanently";
+	case 302: return "Found";
+	case 303: return "See Other";
+	case 304: return "Not Modified";
+	case 307: return "Temporary Redirect";
+	case 308: return "Permanent Redirect";
+	case 400: return "Bad Request";
+	case 401: return "Unauthorized";
+	case 403: return "Forbidden";
+	case 404: return "Not Found";
+	case 405: return "Method Not Allowed";
+	case 408: return "Request Timeout";
+	case 411: return "Length Required";
+	case 412: return "Precondition Failed";
+	case 413: return "Content Too Large";
+	case 414: return "URI Too Long";
+	case 415: return "Unsupported Media Type";
+	case 416: return "Range Not Satisfiable";
+	case 417: return "Expectation Failed";
+	case 421: return "Misdirected Request";
+	case 426: return "Upgrade Required";
+	case 431: return "Request Header Fields Too Large";
+	case 500: return "Internal Server Error";
+	case 501: return "Not Implemented";
+	case 502: return "Bad Gateway";
+	case 503: return "Service Unavailable";
+	case 504: return "Gateway Timeout";
+	case 505: return "HTTP Version Not Supported";
+	}
+	return "Unknown";
+}

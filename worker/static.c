@@ -1,0 +1,698 @@
+/*
+ * Static files.
+ *
+ * Files are opened with openat2(RESOLVE_BENEATH) relative to the document
+ * root's descriptor, so no path and no symlink can lead outside the root,
+ * whatever the decoded path says.  What an open and fstat found is kept in a
+ * per-worker cache for file_cache_valid: the descriptor of a large file, the
+ * bytes of a small one, and the header lines they need, so a hit costs no
+ * system call at all.  Small bodies leave in the same sendmsg() as their
+ * headers; large ones go out with sendfile().
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#ifdef HAVE_LINUX_OPENAT2_H
+#include <linux/openat2.h>
+#endif
+
+#include "master/config.h"
+#include "master/log.h"
+#include "master/master.h"
+#include "worker/conn.h"
+#include "worker/static.h"
+
+#define MAX_RANGES_QUEUED	16	/* keeps a response within its share
+					   of the output queue */
+
+struct fentry {
+	struct fentry *hnext;		/* hash chain */
+	struct fentry *lru_prev, *lru_next;
+	uint64_t hash;
+	unsigned refs;			/* the table holds one */
+	bool cached;			/* in the table */
+	bool is_dir;
+	int err;			/* errno of the open, 0 if it worked */
+	int fd;				/* -1 when data holds the bytes */
+	off_t size;
+	time_t mtime;
+	dev_t dev;
+	ino_t ino;
+	uint64_t checked_ms;
+	char *data;
+	const char *type;
+	size_t etag_len;
+	char etag[48];
+	char *hdr;			/* Content-Type .. Accept-Ranges */
+	size_t hdr_len;
+	size_t srv;
+	size_t keylen;
+	char key[];
+};
+
+struct fcache {
+	const struct config *cf;
+	struct fentry **buckets;
+	size_t mask;
+	size_t count;
+	struct fentry *lru_head, *lru_tail;	/* head is most recent */
+	uint64_t boundary_seq;
+};
+
+struct fcache *
+fcache_create(const struct config *cf)
+{
+	struct fcache *fc;
+	size_t n = 64;
+
+	while (n < cf->file_cache_entries * 2)
+		n *= 2;
+	fc = calloc(1, sizeof(*fc));
+	if (fc == NULL)
+		return NULL;
+	fc->buckets = calloc(n, sizeof(*fc->buckets));
+	if (fc->buckets == NULL) {
+		free(fc);
+		return NULL;
+	}
+	fc->cf = cf;
+	fc->mask = n - 1;
+	fc->boundary_seq = (uint64_t)getpid() << 32;
+	return fc;
+}
+
+static void
+fentry_free(struct fentry *fe)
+{
+	if (fe->fd != -1)
+		close(fe->fd);
+	free(fe->data);
+	free(fe->hdr);
+	free(fe);
+}
+
+void
+fentry_ref(struct fentry *fe)
+{
+	fe->refs++;
+}
+
+void
+fentry_release(struct fentry *fe)
+{
+	if (--fe->refs == 0)
+		fentry_free(fe);
+}
+
+static void
+lru_unlink(struct fcache *fc, struct fentry *fe)
+{
+	if (fe->lru_prev != NULL)
+		fe->lru_prev->lru_next = fe->lru_next;
+	else
+		fc->lru_head = fe->lru_next;
+	if (fe->lru_next != NULL)
+		fe->lru_next->lru_prev = fe->lru_prev;
+	else
+		fc->lru_tail = fe->lru_prev;
+	fe->lru_prev = fe->lru_next = NULL;
+}
+
+static void
+lru_push(struct fcache *fc, struct fentry *fe)
+{
+	fe->lru_prev = NULL;
+	fe->lru_next = fc->lru_head;
+	if (fc->lru_head != NULL)
+		fc->lru_head->lru_prev = fe;
+	fc->lru_head = fe;
+	if (fc->lru_tail == NULL)
+		fc->lru_tail = fe;
+}
+
+/* Takes an entry out of the table; queued responses may still hold it. */
+static void
+fcache_remove(struct fcache *fc, struct fentry *fe)
+{
+	struct fentry **pp = &fc->buckets[fe->hash & fc->mask];
+
+	while (*pp != fe)
+		pp = &(*pp)->hnext;
+	*pp = fe->hnext;
+	lru_unlink(fc, fe);
+	fe->cached = false;
+	fc->count--;
+	fentry_release(fe);
+}
+
+static void
+fcache_insert(struct fcache *fc, struct fentry *fe)
+{
+	struct fentry **b;
+
+	if (fc->cf->file_cache_entries == 0)
+		return;
+	while (fc->count >= fc->cf->file_cache_entries && fc->lru_tail)
+		fcache_remove(fc, fc->lru_tail);
+	b = &fc->buckets[fe->hash & fc->mask];
+	fe->hnext = *b;
+	*b = fe;
+	lru_push(fc, fe);
+	fe->cached = true;
+	fe->refs++;
+	fc->count++;
+}
+
+void
+fcache_destroy(struct fcache *fc)
+{
+	while (fc->lru_tail != NULL)
+		fcache_remove(fc, fc->lru_tail);
+	free(fc->buckets);
+	free(fc);
+}
+
+/*
+ * Kernels without openat2 (before 5.6): walk the normalised path one
+ * component at a time and refuse every symlink, which is stricter than
+ * RESOLVE_BENEATH but never wrong.
+ */
+static int
+open_walk(int rootfd, const char *rel, int flags)
+{
+	char comp[NAME_MAX + 1];
+	const char *p = rel, *slash;
+	int dirfd = rootfd, fd;
+	size_t n;
+
+	for (;;) {
+		slash = strchr(p, '/');
+		n = slash ? (size_t)(slash - p) : strlen(p);
+		if (n > NAME_MAX) {
+			fd = -1;
+			errno = ENAMETOOLONG;
+			break;
+		}
+		memcpy(comp, p, n);
+		comp[n] = '\0';
+		if (slash == NULL || slash[1] == '\0') {
+			fd = openat(dirfd, comp, flags | O_NOFOLLOW);
+			break;
+		}
+		fd = openat(dirfd, comp, O_PATH | O_DIRECTORY | O_NOFOLLOW |
+		    O_CLOEXEC);
+		if (dirfd != rootfd)
+			close(dirfd);
+		if (fd == -1)
+			return -1;
+		dirfd = fd;
+		p = slash + 1;
+	}
+	if (dirfd != rootfd) {
+		int saved = errno;
+
+		close(dirfd);
+		errno = saved;
+	}
+	return fd;
+}
+
+/* Opens path beneath the root; never follows anything out of it. */
+static int
+open_beneath(int rootfd, const char *rel)
+{
+	int flags = O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY;
+#ifdef HAVE_LINUX_OPENAT2_H
+	struct open_how how;
+	int fd;
+
+	memset(&how, 0, sizeof(how));
+	how.flags = (uint64_t)flags;
+	how.resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS;
+	fd = (int)syscall(SYS_openat2, rootfd, rel, &how, sizeof(how));
+	if (fd != -1 || errno != ENOSYS)
+		return fd;
+#endif
+	return open_walk(rootfd, rel, flags);
+}
+
+/* Errors that say nothing about the file and must not be cached. */
+static bool
+err_transient(int err)
+{
+	return err == EMFILE || err == ENFILE || err == ENOMEM ||
+	    err == EINTR || err == EAGAIN || err == ENOSYS;
+}
+
+/* The one place where errno becomes an HTTP status. */
+static int
+errno_status(int err)
+{
+	switch (err) {
+	case ENOENT:
+	case ENOTDIR:
+		return 404;
+	case EACCES:
+	case EPERM:
+	case ELOOP:
+	case EXDEV:
+		return 403;
+	case ENAMETOOLONG:
+		return 414;
+	case EMFILE:
+	case ENFILE:
+	case ENOMEM:
+		return 503;
+	default:
+		return 500;
+	}
+}
+
+static bool
+read_all(int fd, char *buf, size_t size)
+{
+	size_t got = 0;
+	ssize_t n;
+
+	while (got < size) {
+		n = pread(fd, buf + got, size - got, (off_t)got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return false;
+		got += (size_t)n;
+	}
+	return true;
+}
+
+/* Prepares the header lines that every response for this file carries. */
+static bool
+fentry_headers(struct fentry *fe)
+{
+	char lm[HTTP_DATE_LEN + 1];
+	int n;
+
+	fe->etag_len = (size_t)snprintf(fe->etag, sizeof(fe->etag),
+	    "\"%llx-%llx\"", (unsigned long long)fe->mtime,
+	    (unsigned long long)fe->size);
+	http_date_format(fe->mtime, lm);
+	n = snprintf(NULL, 0, "Content-Type: %s\r\nLast-Modified: %s\r\n"
+	    "ETag: %s\r\nAccept-Ranges: bytes\r\n", fe->type, lm, fe->etag);
+	fe->hdr = malloc((size_t)n + 1);
+	if (fe->hdr == NULL)
+		return false;
+	snprintf(fe->hdr, (size_t)n + 1, "Content-Type: %s\r\n"
+	    "Last-Modified: %s\r\nETag: %s\r\nAccept-Ranges: bytes\r\n",
+	    fe->type, lm, fe->etag);
+	fe->hdr_len = (size_t)n;
+	return true;
+}
+
+/* Fills an entry from an open descriptor. */
+static void
+fentry_load(struct fcache *fc, struct fentry *fe, int fd,
+    const struct stat *st)
+{
+	const struct runtime *rt = worker.rt;
+
+	fe->size = st->st_size;
+	fe->mtime = st->st_mtime;
+	fe->dev = st->st_dev;
+	fe->ino = st->st_ino;
+	if (S_ISDIR(st->st_mode)) {
+		fe->is_dir = true;
+		close(fd);
+		return;
+	}
+	if (!S_ISREG(st->st_mode)) {
+		fe->err = EACCES;
+		close(fd);
+		return;
+	}
+	fe->type = mime_lookup(rt->mime, fe->key, fe->keylen);
+	if (fe->type == NULL)
+		fe->type = fc->cf->default_type;
+	if (!fentry_headers(fe)) {
+		fe->err = ENOMEM;
+		close(fd);
+		return;
+	}
+	if ((size_t)fe->size > fc->cf->file_cache_max_size) {
+		fe->fd = fd;
+		return;
+	}
+	fe->data = malloc(fe->size > 0 ? (size_t)fe->size : 1);
+	if (fe->data == NULL || !read_all(fd, fe->data, (size_t)fe->size))
+		fe->err = fe->data == NULL ? ENOMEM : EIO;
+	close(fd);
+}
+
+static struct fentry *
+fentry_open(struct fcache *fc, size_t srv, const char *path, size_t len,
+    uint64_t hash)
+{
+	struct fentry *fe;
+	struct stat st;
+	int fd;
+
+	fe = calloc(1, sizeof(*fe) + len + 1);
+	if (fe == NULL)
+		return NULL;
+	fe->fd = -1;
+	fe->hash = hash;
+	fe->srv = srv;
+	fe->keylen = len;
+	memcpy(fe->key, path, len);
+	fe->checked_ms = worker.now_ms;
+	fe->refs = 1;
+
+	/* "/a/b" opens "a/b" below the root; "/" opens the root itself. */
+	fd = open_beneath(worker.rt->root_fds[srv], len > 1 ? path + 1 : ".");
+	if (fd == -1)
+		fe->err = errno;
+	else if (fstat(fd, &st) == -1) {
+		fe->err = errno;
+		close(fd);
+	} else
+		fentry_load(fc, fe, fd, &st);
+	if (!err_transient(fe->err))
+		fcache_insert(fc, fe);
+	return fe;
+}
+
+/* True when the file behind a cached entry is still the same one. */
+static bool
+fentry_still_valid(struct fentry *fe)
+{
+	struct stat st;
+	int fd;
+
+	fd = open_beneath(worker.rt->root_fds[fe->srv],
+	    fe->keylen > 1 ? fe->key + 1 : ".");
+	if (fd == -1)
+		return fe->err != 0 && errno == fe->err;
+	if (fe->err != 0 || fstat(fd, &st) == -1) {
+		close(fd);
+		return false;
+	}
+	close(fd);
+	return st.st_dev == fe->dev && st.st_ino == fe->ino &&
+	    st.st_size == fe->size && st.st_mtime == fe->mtime &&
+	    S_ISDIR(st.st_mode) == fe->is_dir;
+}
+
+/* Returns a referenced entry for a path, from the cache when valid. */
+static struct fentry *
+fcache_get(struct fcache *fc, size_t srv, const char *path, size_t len)
+{
+	uint64_t hash = XXH3_64bits_withSeed(path, len, srv);
+	struct fentry *fe;
+
+	for (fe = fc->buckets[hash & fc->mask]; fe != NULL; fe = fe->hnext)
+		if (fe->hash == hash && fe->srv == srv && fe->keylen == len &&
+		    memcmp(fe->key, path, len) == 0)
+			break;
+	if (fe != NULL) {
+		if (worker.now_ms - fe->checked_ms <
+		    (uint64_t)fc->cf->file_cache_valid_ms) {
+			lru_unlink(fc, fe);
+			lru_push(fc, fe);
+			fe->refs++;
+			return fe;
+		}
+		if (fentry_still_valid(fe)) {
+			fe->checked_ms = worker.now_ms;
+			lru_unlink(fc, fe);
+			lru_push(fc, fe);
+			fe->refs++;
+			return fe;
+		}
+		fcache_remove(fc, fe);
+	}
+	return fentry_open(fc, srv, path, len, hash);
+}
+
+/* Responses ----------------------------------------------------------- */
+
+static void
+send_body(struct conn *c, struct fentry *fe, off_t off, off_t len)
+{
+	if (fe->data != NULL)
+		resp_body_mem(c, fe->data + off, (size_t)len, fe);
+	else
+		resp_body_file(c, fe, fe->fd, off, len);
+}
+
+static void
+serve_whole(struct conn *c, struct fentry *fe)
+{
+	resp_status(c, 200);
+	resp_header(c, fe->hdr, fe->hdr_len);
+	resp_end_headers(c, fe->size);
+	if (!resp_is_head(c))
+		send_body(c, fe, 0, fe->size);
+	resp_done(c, 200, resp_is_head(c) ? 0 : (uint64_t)fe->size);
+}
+
+static void
+serve_not_modified(struct conn *c, struct fentry *fe)
+{
+	resp_status(c, 304);
+	/* Everything but Content-Type, which a 304 need not repeat. */
+	resp_header(c, strchr(fe->hdr, '\n') + 1,
+	    fe->hdr_len - (size_t)(strchr(fe->hdr, '\n') + 1 - fe->hdr));
+	resp_end_headers(c, -1);
+	resp_done(c, 304, 0);
+}
+
+static void
+serve_one_range(struct conn *c, struct fentry *fe, struct http_range *rg)
+{
+	off_t len = (off_t)(rg->last - rg->first + 1);
+
+	resp_status(c, 206);
+	resp_header(c, fe->hdr, fe->hdr_len);
+	resp_headerf(c, "Content-Range: bytes %llu-%llu/%lld",
+	    (unsigned long long)rg->first, (unsigned long long)rg->last,
+	    (long long)fe->size);
+	resp_end_headers(c, len);
+	if (!resp_is_head(c))
+		send_body(c, fe, (off_t)rg->first, len);
+	resp_done(c, 206, resp_is_head(c) ? 0 : (uint64_t)len);
+}
+
+static int
+part_header(char *buf, size_t size, const char *boundary,
+    const struct fentry *fe, const struct http_range *rg)
+{
+	return snprintf(buf, size, "\r\n--%s\r\nContent-Type: %s\r\n"
+	    "Content-Range: bytes %llu-%llu/%lld\r\n\r\n", boundary,
+	    fe->type, (unsigned long long)rg->first,
+	    (unsigned long long)rg->last, (long long)fe->size);
+}
+
+/* multipart/byteranges (RFC 9110 section 14.6). */
+static void
+serve_ranges(struct conn *c, struct fentry *fe, struct http_range *rg,
+    int n)
+{
+	struct fcache *fc = worker.fcache;
+	char boundary[24], part[512], tail[40];
+	uint64_t total = 0;
+	int i, len, tlen;
+
+	snprintf(boundary, sizeof(boundary), "%016llx",
+	    (unsigned long long)XXH3_64bits(&fc->boundary_seq,
+	    sizeof(fc->boundary_seq)));
+	fc->boundary_seq++;
+	for (i = 0; i < n; i++)
+		total += (uint64_t)part_header(part, sizeof(part), boundary,
+		    fe, &rg[i]) + rg[i].last - rg[i].first + 1;
+	tlen = snprintf(tail, sizeof(tail), "\r\n--%s--\r\n", boundary);
+	total += (uint64_t)tlen;
+
+	resp_status(c, 206);
+	/* The part headers carry Content-Type; skip the file's own. */
+	resp_header(c, strchr(fe->hdr, '\n') + 1,
+	    fe->hdr_len - (size_t)(strchr(fe->hdr, '\n') + 1 - fe->hdr));
+	resp_headerf(c, "Content-Type: multipart/byteranges; boundary=%s",
+	    boundary);
+	resp_end_headers(c, (int64_t)total);
+	if (!resp_is_head(c)) {
+		for (i = 0; i < n; i++) {
+			len = part_header(part, sizeof(part), boundary, fe,
+			    &rg[i]);
+			resp_body_copy(c, part, (size_t)len);
+			send_body(c, fe, (off_t)rg[i].first,
+			    (off_t)(rg[i].last - rg[i].first + 1));
+		}
+		resp_body_copy(c, tail, (size_t)tlen);
+	}
+	resp_done(c, 206, resp_is_head(c) ? 0 : total);
+}
+
+static void
+serve_file(struct conn *c, struct fentry *fe)
+{
+	const struct http_request *r = conn_req(c);
+	struct http_range rg[MAX_RANGES_QUEUED];
+	char cr[64];
+	int n, rc, max;
+
+	switch (http_conditional(r, fe->etag, fe->etag_len, fe->mtime)) {
+	case 304:
+		serve_not_modified(c, fe);
+		return;
+	case 412:
+		resp_error(c, 412);
+		return;
+	}
+	if (r->range.p == NULL ||
+	    !http_if_range(r, fe->etag, fe->etag_len, fe->mtime)) {
+		serve_whole(c, fe);
+		return;
+	}
+	max = worker.cf->max_ranges < MAX_RANGES_QUEUED ?
+	    worker.cf->max_ranges : MAX_RANGES_QUEUED;
+	rc = http_range_parse(r->range.p, r->range.len, (uint64_t)fe->size,
+	    rg, max, &n);
+	if (rc == HTTP_RANGE_UNSATISFIABLE) {
+		n = snprintf(cr, sizeof(cr), "Content-Range: bytes */%lld\r\n",
+		    (long long)fe->size);
+		resp_error_hdr(c, 416, cr, (size_t)n);
+	} else if (rc == HTTP_RANGE_OK && n == 1)
+		serve_one_range(c, fe, rg);
+	else if (rc == HTTP_RANGE_OK)
+		serve_ranges(c, fe, rg, n);
+	else
+		serve_whole(c, fe);
+}
+
+/* Percent-encodes a path for a Location header. */
+static size_t
+encode_path(char *dst, size_t size, const char *src, size_t len)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	size_t i, n = 0;
+
+	for (i = 0; i < len && n + 3 < size; i++) {
+		unsigned char ch = (unsigned char)src[i];
+
+		if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+		    (ch >= '0' && ch <= '9') || strchr("/-._~!$&'()*+,;=:@",
+		    ch) != NULL) {
+			dst[n++] = (char)ch;
+		} else {
+			dst[n++] = '%';
+			dst[n++] = hex[ch >> 4];
+			dst[n++] = hex[ch & 15];
+		}
+	}
+	dst[n] = '\0';
+	return n;
+}
+
+static void
+redirect_slash(struct conn *c, const char *path, size_t len)
+{
+	const struct http_request *r = conn_req(c);
+	char loc[PATH_MAX * 3 + 2];
+	char hdr[sizeof(loc) + 64];
+	size_t n;
+	int h;
+
+	n = encode_path(loc, sizeof(loc) - 1, path, len);
+	loc[n++] = '/';
+	loc[n] = '\0';
+	if (r->query.p != NULL)
+		h = snprintf(hdr, sizeof(hdr), "Location: %s?%.*s\r\n", loc,
+		    (int)r->query.len, r->query.p);
+	else
+		h = snprintf(hdr, sizeof(hdr), "Location: %s\r\n", loc);
+	if (h < 0 || (size_t)h >= sizeof(hdr)) {
+		resp_error(c, 414);
+		return;
+	}
+	resp_error_hdr(c, 301, hdr, (size_t)h);
+}
+
+static void
+serve_error(struct conn *c, struct fentry *fe)
+{
+	const struct config_server *srv = &worker.cf->servers[fe->srv];
+
+	if (fe->err == ENOENT || fe->err == ENOTDIR)
+		log_info("\"%s%s\" not found", srv->root, fe->key);
+	else if (fe->err == EXDEV || fe->err == ELOOP)
+		log_warn("\"%s%s\" leads outside the root", srv->root,
+		    fe->key);
+	else
+		log_at(fe->err == EMFILE || fe->err == ENFILE ? L_CRIT :
+		    L_ERROR, fe->err, "open \"%s%s\"", srv->root, fe->key);
+	resp_error(c, errno_status(fe->err));
+}
+
+/* Tries the index files of a directory whose path ends in '/'. */
+static void
+serve_index(struct conn *c, struct fentry *dir)
+{
+	const struct config_server *srv = &worker.cf->servers[dir->srv];
+	struct fcache *fc = worker.fcache;
+	char path[PATH_MAX];
+	struct fentry *fe;
+	size_t i, n;
+
+	for (i = 0; i < srv->nindex; i++) {
+		n = (size_t)snprintf(path, sizeof(path), "%s%s", dir->key,
+		    srv->index[i]);
+		if (n >= sizeof(path))
+			continue;
+		fe = fcache_get(fc, dir->srv, path, n);
+		if (fe == NULL)
+			continue;
+		if (fe->err == 0 && !fe->is_dir) {
+			serve_file(c, fe);
+			fentry_release(fe);
+			return;
+		}
+		if (fe->err != 0 && fe->err != ENOENT) {
+			serve_error(c, fe);
+			fentry_release(fe);
+			return;
+		}
+		fentry_release(fe);
+	}
+	log_error("directory index of \"%s%s\" is forbidden", srv->root,
+	    dir->key);
+	resp_error(c, 403);
+}
+
+void
+static_serve(struct conn *c, size_t srv, const char *path, size_t len)
+{
+	struct fentry *fe;
+
+	fe = fcache_get(worker.fcache, srv, path, len);
+	if (fe == NULL) {
+		log_at(L_ERROR, errno, "file cache");
+		resp_error(c, 500);
+		return;
+	}
+	if (fe->err != 0)
+		serve_error(c, fe);
+	else if (!fe->is_dir)
+		serve_file(c, fe);
+	else if (path[len - 1] != '/')
+		redirect_slash(c, path, len);
+	else
+		serve_index(c, fe);
+	fentry_release(fe);
+}

@@ -1,0 +1,49 @@
+/*
+ * Static files: MIME types, the per-worker open-file cache and the handler
+ * that answers GET and HEAD from a document root.
+ */
+#ifndef CORRAL_STATIC_H
+#define CORRAL_STATIC_H
+
+#include <stddef.h>
+
+/* MIME types, read from an Apache-style mime.types file. */
+struct mime_table;
+
+/*
+ * Loads "type ext ext ..." lines ('#' starts a comment).  On error returns
+ * NULL with "FILE:LINE: what is wrong" in err.
+ */
+struct mime_table *mime_load(const char *path, char *err, size_t errlen);
+
+/* The type for the extension of path (case-insensitive), or NULL. */
+const char *mime_lookup(const struct mime_table *mt, const char *path,
+    size_t len);
+
+void mime_free(struct mime_table *mt);
+
+/*
+ * The per-worker open-file cache: open descriptors, stat results, ready
+ * header lines and the contents of small files, revalidated at most every
+ * file_cache_valid.  Entries are reference counted so a queued response
+ * keeps its bytes or descriptor alive.
+ */
+struct config;
+struct conn;
+struct fcache;
+struct fentry;
+
+struct fcache *fcache_create(const struct config *cf);
+void fcache_destroy(struct fcache *fc);
+
+/* Takes and drops references for queued responses. */
+void fentry_ref(struct fentry *fe);
+void fentry_release(struct fentry *fe);
+
+/*
+ * Answers a GET or HEAD for the normalised path (NUL-terminated, starts
+ * with '/') from server number srv.
+ */
+void static_serve(struct conn *c, size_t srv, const char *path, size_t len);
+
+#endif

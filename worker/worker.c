@@ -1,0 +1,231 @@
+/*
+ * The worker process: a libevent loop built after fork, accepting on the
+ * listening sockets that the master bound.
+ *
+ * Every worker polls the same listening sockets.  One socket per worker with
+ * SO_REUSEPORT was measured too; it spreads load no better on this design and
+ * loses the connections queued on a socket when it is closed (reload with
+ * fewer workers) or strands them behind a busy worker, so it is not used.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "master/config.h"
+#include "master/log.h"
+#include "master/master.h"
+#include "worker/conn.h"
+#include "worker/static.h"
+#include "worker/worker.h"
+
+#define ACCEPT_BATCH		64
+#define ACCEPT_PAUSE_MS		500	/* after EMFILE */
+
+struct worker worker;
+
+static struct event **accept_evs;
+static struct event *accept_resume_ev;
+static bool accept_paused;
+
+void
+worker_update_time(void)
+{
+	struct timeval tv;
+	struct tm tm;
+	char date[HTTP_DATE_LEN + 1];
+	int n;
+
+	event_base_gettimeofday_cached(worker.base, &tv);
+	worker.now_ms = (uint64_t)tv.tv_sec * 1000 +
+	    (uint64_t)tv.tv_usec / 1000;
+	if (tv.tv_sec == worker.now)
+		return;
+	worker.now = tv.tv_sec;
+	http_date_format(worker.now, date);
+	n = snprintf(worker.common, sizeof(worker.common),
+	    "%.*sDate: %s\r\n", (int)worker.server_line_len,
+	    worker.server_line, date);
+	worker.common_len = (size_t)n;
+	localtime_r(&worker.now, &tm);
+	strftime(worker.log_time, sizeof(worker.log_time),
+	    "%d/%b/%Y:%H:%M:%S %z", &tm);
+}
+
+static void
+accept_enable(bool on)
+{
+	for (size_t i = 0; i < worker.cf->nlisten; i++) {
+		if (on)
+			event_add(accept_evs[i], NULL);
+		else
+			event_del(accept_evs[i]);
+	}
+	accept_paused = !on;
+}
+
+void
+worker_conn_closed(void)
+{
+	worker.nconns--;
+	if (worker.quitting) {
+		if (worker.nconns == 0)
+			event_base_loopbreak(worker.base);
+		return;
+	}
+	if (accept_paused && !event_pending(accept_resume_ev, EV_TIMEOUT,
+	    NULL))
+		accept_enable(true);
+}
+
+static void
+accept_resume_cb(evutil_socket_t fd, short what, void *arg)
+{
+	if (!worker.quitting)
+		accept_enable(true);
+}
+
+static void
+accept_cb(evutil_socket_t lfd, short what, void *arg)
+{
+	struct sockaddr_storage ss;
+	struct timeval tv = { 0, ACCEPT_PAUSE_MS * 1000 };
+	socklen_t len;
+	int fd, i;
+
+	worker_update_time();
+	for (i = 0; i < ACCEPT_BATCH; i++) {
+		if (worker.nconns >= (unsigned)worker.cf->worker_connections) {
+			log_warn("%d worker_connections are not enough",
+			    worker.cf->worker_connections);
+			accept_enable(false);
+			return;
+		}
+		len = sizeof(ss);
+		fd = accept4(lfd, (struct sockaddr *)&ss, &len,
+		    SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd == -1) {
+			if (errno == EAGAIN || errno == EWOULDBLOCK)
+				return;
+			if (errno == EINTR || errno == ECONNABORTED)
+				continue;
+			if (errno == EMFILE || errno == ENFILE ||
+			    errno == ENOBUFS || errno == ENOMEM) {
+				/* Back off instead of spinning on a full
+				 * descriptor table. */
+				log_at(L_WARN, errno, "accept");
+				accept_enable(false);
+				evtimer_add(accept_resume_ev, &tv);
+				return;
+			}
+			log_at(L_ERROR, errno, "accept");
+			return;
+		}
+		worker.nconns++;
+		conn_accept(fd, (struct sockaddr *)&ss, len,
+		    (int)(intptr_t)arg);
+	}
+}
+
+static void
+signal_cb(evutil_socket_t sig, short what, void *arg)
+{
+	switch (sig) {
+	case SIGTERM:
+		event_base_loopbreak(worker.base);
+		worker.nconns = 0;
+		break;
+	case SIGQUIT:
+		if (worker.quitting)
+			break;
+		log_info("graceful stop");
+		worker.quitting = true;
+		accept_enable(false);
+		conn_close_idle();
+		if (worker.nconns == 0)
+			event_base_loopbreak(worker.base);
+		break;
+	case SIGUSR1:
+		if (log_open(worker.cf->error_log) == -1)
+			log_at(L_ERROR, errno, "reopen %s",
+			    worker.cf->error_log);
+		break;
+	}
+}
+
+static void
+tick_cb(evutil_socket_t fd, short what, void *arg)
+{
+	worker_update_time();
+	access_log_flush();
+}
+
+static void
+add_signal(int sig)
+{
+	struct event *ev;
+
+	ev = evsignal_new(worker.base, sig, signal_cb, NULL);
+	if (ev == NULL || evsignal_add(ev, NULL) == -1)
+		fatalx("cannot watch signal %d", sig);
+}
+
+void
+worker_main(const struct runtime *rt, int slot)
+{
+	static const char tokens_on[] = "Server: corral/" PACKAGE_VERSION
+	    "\r\n";
+	static const char tokens_off[] = "Server: corral\r\n";
+	const struct config *cf = rt->cf;
+	struct timeval sec = { 1, 0 };
+	struct event *tick;
+	size_t i;
+
+	signal(SIGINT, SIG_IGN);
+	signal(SIGPIPE, SIG_IGN);
+
+	worker.rt = rt;
+	worker.cf = cf;
+	worker.slot = slot;
+	worker.base = event_base_new();
+	if (worker.base == NULL)
+		fatalx("event_base_new failed");
+	worker.server_line = cf->server_tokens ? tokens_on : tokens_off;
+	worker.server_line_len = cf->server_tokens ? sizeof(tokens_on) - 1 :
+	    sizeof(tokens_off) - 1;
+	worker.limits.max_request_line = cf->max_request_line;
+	worker.limits.max_header_size = cf->max_header_size;
+	worker.limits.max_headers = cf->max_headers;
+	worker.headers = calloc(cf->max_headers, sizeof(*worker.headers));
+	worker.fcache = fcache_create(cf);
+	accept_evs = calloc(cf->nlisten, sizeof(*accept_evs));
+	if (worker.headers == NULL || worker.fcache == NULL ||
+	    accept_evs == NULL)
+		fatal("worker init");
+	worker_update_time();
+
+	for (i = 0; i < cf->nlisten; i++) {
+		accept_evs[i] = event_new(worker.base, rt->listen_fds[i],
+		    EV_READ | EV_PERSIST, accept_cb, (void *)(intptr_t)i);
+		if (accept_evs[i] == NULL)
+			fatalx("event_new failed");
+	}
+	accept_resume_ev = evtimer_new(worker.base, accept_resume_cb, NULL);
+	tick = event_new(worker.base, -1, EV_PERSIST, tick_cb, NULL);
+	if (accept_resume_ev == NULL || tick == NULL)
+		fatalx("event_new failed");
+	event_add(tick, &sec);
+	add_signal(SIGTERM);
+	add_signal(SIGQUIT);
+	add_signal(SIGUSR1);
+	accept_enable(true);
+
+	event_base_dispatch(worker.base);
+
+	access_log_flush();
+	log_info("exiting");
+	exit(0);
+}

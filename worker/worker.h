@@ -1,0 +1,14 @@
+/*
+ * A worker process: one libevent loop that accepts on the shared listening
+ * sockets and serves HTTP until the master tells it to stop.
+ */
+#ifndef CORRAL_WORKER_H
+#define CORRAL_WORKER_H
+
+struct runtime;
+
+/* Runs worker number slot; never returns. */
+void worker_main(const struct runtime *rt, int slot)
+    __attribute__((noreturn));
+
+#endif
