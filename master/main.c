@@ -101,11 +101,12 @@ main(int argc, char **argv)
 	if (log_open(cf->error_log) == -1) {
 		fprintf(stderr, "corral: open %s: %s\n", cf->error_log,
 		    strerror(errno));
+		mime_free(mime);
+		config_free(cf);
 		return 1;
 	}
-	rt = runtime_open(cf);
+	rt = runtime_open(cf, mime);
 	if (rt == NULL)
 		return 1;
-	rt->mime = mime;
 	return master_run(rt, foreground);
 }

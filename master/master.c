@@ -24,6 +24,7 @@
 #include "master/config.h"
 #include "master/log.h"
 #include "master/master.h"
+#include "worker/static.h"
 #include "worker/worker.h"
 
 #define LISTEN_BACKLOG		4096
@@ -92,27 +93,20 @@ open_access_log(const char *path)
 	return fd;
 }
 
-struct runtime *
-runtime_open(struct config *cf)
+static int
+runtime_open_fds(struct runtime *rt)
 {
-	struct runtime *rt;
+	const struct config *cf = rt->cf;
 	size_t i;
 
-	log_tee_stderr(1);
-	rt = calloc(1, sizeof(*rt));
-	if (rt == NULL)
-		fatal("calloc");
-	rt->cf = cf;
-	rt->listen_fds = calloc(cf->nlisten, sizeof(int));
-	rt->root_fds = calloc(cf->nservers, sizeof(int));
-	rt->access_fds = calloc(cf->nservers, sizeof(int));
-	if (!rt->listen_fds || !rt->root_fds || !rt->access_fds)
-		fatal("calloc");
-
+	for (i = 0; i < cf->nlisten; i++)
+		rt->listen_fds[i] = -1;
+	for (i = 0; i < cf->nservers; i++)
+		rt->root_fds[i] = rt->access_fds[i] = -1;
 	for (i = 0; i < cf->nlisten; i++) {
 		rt->listen_fds[i] = listen_one(&cf->listen[i]);
 		if (rt->listen_fds[i] == -1)
-			return NULL;
+			return -1;
 	}
 	for (i = 0; i < cf->nservers; i++) {
 		rt->root_fds[i] = open(cf->servers[i].root,
@@ -120,17 +114,52 @@ runtime_open(struct config *cf)
 		if (rt->root_fds[i] == -1) {
 			log_at(L_CRIT, errno, "open root %s",
 			    cf->servers[i].root);
-			return NULL;
+			return -1;
 		}
-		rt->access_fds[i] = -1;
 		if (cf->servers[i].access_log != NULL) {
 			rt->access_fds[i] =
 			    open_access_log(cf->servers[i].access_log);
 			if (rt->access_fds[i] == -1)
-				return NULL;
+				return -1;
 		}
 	}
+	return 0;
+}
+
+struct runtime *
+runtime_open(struct config *cf, struct mime_table *mime)
+{
+	struct runtime *rt;
+
+	log_tee_stderr(1);
+	rt = calloc(1, sizeof(*rt));
+	if (rt == NULL)
+		fatal("calloc");
+	rt->cf = cf;
+	rt->mime = mime;
+	rt->listen_fds = calloc(cf->nlisten, sizeof(int));
+	rt->root_fds = calloc(cf->nservers, sizeof(int));
+	rt->access_fds = calloc(cf->nservers, sizeof(int));
+	if (!rt->listen_fds || !rt->root_fds || !rt->access_fds)
+		fatal("calloc");
+	if (runtime_open_fds(rt) == -1) {
+		runtime_free(rt);
+		return NULL;
+	}
 	return rt;
+}
+
+void
+runtime_free(struct runtime *rt)
+{
+	if (rt == NULL)
+		return;
+	mime_free(rt->mime);
+	config_free(rt->cf);
+	free(rt->listen_fds);
+	free(rt->root_fds);
+	free(rt->access_fds);
+	free(rt);
 }
 
 /* Reads a pid file; returns the pid of a live process that holds it. */
@@ -330,12 +359,15 @@ master_run(struct runtime *rt, bool foreground)
 	if (cf->pid_file != NULL && pidfile_live(cf->pid_file) != 0) {
 		log_crit("%s: corral is already running as pid %d",
 		    cf->pid_file, (int)pidfile_live(cf->pid_file));
+		runtime_free(rt);
 		return 1;
 	}
 	if (!foreground)
 		daemonize();
-	if (cf->pid_file != NULL && pidfile_write(cf->pid_file) == -1)
+	if (cf->pid_file != NULL && pidfile_write(cf->pid_file) == -1) {
+		runtime_free(rt);
 		return 1;
+	}
 	log_tee_stderr(0);
 
 	sigemptyset(&set);
@@ -401,5 +433,7 @@ master_run(struct runtime *rt, bool foreground)
 	if (cf->pid_file != NULL)
 		unlink(cf->pid_file);
 	log_notice("exiting");
+	free(procs);
+	runtime_free(rt);
 	return 0;
 }

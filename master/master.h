@@ -24,8 +24,14 @@ struct runtime {
 	int *access_fds;		/* one per cf->servers, -1 when off */
 };
 
-/* Opens everything a config names; on failure logs why and returns NULL. */
-struct runtime *runtime_open(struct config *cf);
+/*
+ * Opens everything a config names and takes ownership of cf and mime; on
+ * failure logs why, frees them and returns NULL.
+ */
+struct runtime *runtime_open(struct config *cf, struct mime_table *mime);
+
+/* Frees a runtime and its config; descriptors are left to exit. */
+void runtime_free(struct runtime *rt);
 
 /* Runs the master loop until the server stops; returns the exit status. */
 int master_run(struct runtime *rt, bool foreground);

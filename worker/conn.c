@@ -74,6 +74,7 @@ struct conn {
 	struct event tev;
 	struct conn *idle_prev, *idle_next;
 	bool idle;
+	struct conn *all_prev, *all_next;	/* every connection, for exit */
 
 	char *ibuf;
 	size_t isize, ilen, ipos, scan;
@@ -102,6 +103,7 @@ struct alog {
 };
 
 static struct alog *alogs;
+static struct conn *all_conns;
 
 static const char allow[] = "Allow: GET, HEAD, OPTIONS\r\n";
 static const char html[] = "Content-Type: text/html; charset=utf-8\r\n";
@@ -1064,6 +1066,10 @@ conn_accept(int fd, const struct sockaddr *sa, socklen_t salen,
 	c->ibuf = c->ibuf_inline;
 	c->isize = sizeof(c->ibuf_inline);
 	format_peer(c, sa);
+	c->all_next = all_conns;
+	if (all_conns != NULL)
+		all_conns->all_prev = c;
+	all_conns = c;
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof(on));
 	event_assign(&c->rev, worker.base, fd, EV_READ | EV_PERSIST, read_cb,
 	    c);
@@ -1085,6 +1091,12 @@ static void
 conn_close(struct conn *c)
 {
 	idle_set(c, false);
+	if (c->all_prev != NULL)
+		c->all_prev->all_next = c->all_next;
+	else
+		all_conns = c->all_next;
+	if (c->all_next != NULL)
+		c->all_next->all_prev = c->all_prev;
 	event_del(&c->rev);
 	event_del(&c->wev);
 	event_del(&c->tev);
@@ -1095,4 +1107,14 @@ conn_close(struct conn *c)
 	free(c->obuf);
 	free(c);
 	worker_conn_closed();
+}
+
+void
+conn_close_all(void)
+{
+	while (all_conns != NULL)
+		conn_close(all_conns);
+	access_log_flush();
+	free(alogs);
+	alogs = NULL;
 }

@@ -62,6 +62,9 @@ void conn_accept(int fd, const struct sockaddr *sa, socklen_t salen,
 /* Closes idle keep-alive connections; graceful stop. */
 void conn_close_idle(void);
 
+/* Closes every connection and frees what connections use; at exit. */
+void conn_close_all(void);
+
 /* Writes out buffered access log lines. */
 void access_log_flush(void);
 

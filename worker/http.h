@@ -88,10 +88,11 @@ struct http_request {
 /*
  * Parses a request line and header block from buf[0..len).
  *
- * headers/maxheaders is caller storage for the field lines.  *scan is where
- * the previous call stopped looking for the end of the block; start it at 0
- * for a new request, and the parser never looks at a byte twice while the
- * block is incomplete.  Returns the length of the header block (> 0) when it
+ * headers/maxheaders is caller storage for the field lines.  *scan is the
+ * parser's opaque progress, relative to buf: set it to 0 for a new request
+ * and keep it across calls, so bytes already scanned while the block is
+ * incomplete are not looked at again (it survives moving the unparsed bytes
+ * to the start of a buffer).  Returns the length of the header block (> 0) when it
  * is complete and valid, HTTP_AGAIN when more bytes are needed, HTTP_ERROR
  * with r->status and r->error set when the request is bad or too large.
  */
@@ -151,7 +152,8 @@ struct http_range {
 #define HTTP_RANGE_UNSATISFIABLE 2	/* 416 */
 
 /*
- * Parses a Range value for a representation of size bytes.  Syntax errors,
+ * Parses a Range value for a representation of size bytes into out, which
+ * has room for max ranges; *n is 0 unless HTTP_RANGE_OK.  Syntax errors,
  * other units, more than max ranges or overlapping ranges give
  * HTTP_RANGE_NONE.
  */
@@ -166,9 +168,9 @@ void http_date_format(time_t t, char *out);
 time_t http_date_parse(const char *p, size_t len);
 
 /*
- * Evaluates the preconditions of RFC 9110 section 13.2.2 for a GET or HEAD
- * of a representation with this strong etag (quoted) and mtime.  Returns 0
- * to go on, 304 or 412.
+ * Evaluates the preconditions of RFC 9110 section 13.2.2 against a
+ * representation with this strong etag (quoted) and mtime.  Returns 0 to go
+ * on, 304 (GET and HEAD) or 412.
  */
 int http_conditional(const struct http_request *r, const char *etag,
     size_t etaglen, time_t mtime);

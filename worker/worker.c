@@ -136,7 +136,6 @@ signal_cb(evutil_socket_t sig, short what, void *arg)
 	switch (sig) {
 	case SIGTERM:
 		event_base_loopbreak(worker.base);
-		worker.nconns = 0;
 		break;
 	case SIGQUIT:
 		if (worker.quitting)
@@ -163,6 +162,9 @@ tick_cb(evutil_socket_t fd, short what, void *arg)
 	access_log_flush();
 }
 
+static struct event *signal_evs[4];
+static size_t nsignal_evs;
+
 static void
 add_signal(int sig)
 {
@@ -171,6 +173,7 @@ add_signal(int sig)
 	ev = evsignal_new(worker.base, sig, signal_cb, NULL);
 	if (ev == NULL || evsignal_add(ev, NULL) == -1)
 		fatalx("cannot watch signal %d", sig);
+	signal_evs[nsignal_evs++] = ev;
 }
 
 void
@@ -225,7 +228,18 @@ worker_main(const struct runtime *rt, int slot)
 
 	event_base_dispatch(worker.base);
 
-	access_log_flush();
 	log_info("exiting");
+	conn_close_all();
+	fcache_destroy(worker.fcache);
+	free(worker.headers);
+	for (i = 0; i < cf->nlisten; i++)
+		event_free(accept_evs[i]);
+	free(accept_evs);
+	event_free(accept_resume_ev);
+	event_free(tick);
+	for (i = 0; i < nsignal_evs; i++)
+		event_free(signal_evs[i]);
+	event_base_free(worker.base);
+	runtime_free((struct runtime *)rt);
 	exit(0);
 }

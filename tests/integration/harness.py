@@ -578,10 +578,16 @@ class Corral:
         if not os.access(BIN, os.X_OK):
             raise unittest.SkipTest('no server binary at %s' % BIN)
         self.stderr_f = open(self.stderr_path, 'wb')
+        env = dict(os.environ)
+        if self.wrapper:
+            # LeakSanitizer cannot run under ptrace (strace).
+            env['ASAN_OPTIONS'] = (env.get('ASAN_OPTIONS', '') +
+                                   ':detect_leaks=0').lstrip(':')
         self.proc = subprocess.Popen(
             self.wrapper + [BIN, '-f', '-c', self.conf_path],
             stdin=subprocess.DEVNULL, stdout=self.stderr_f,
-            stderr=self.stderr_f, cwd=self.cwd, start_new_session=True)
+            stderr=self.stderr_f, cwd=self.cwd, start_new_session=True,
+            env=env)
         deadline = time.monotonic() + START_TIMEOUT
         while True:
             if self.proc.poll() is not None:
