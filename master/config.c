@@ -101,6 +101,8 @@ static const struct range {
 	{ "send_timeout",	 U_TIME, 1, DAY },
 	{ "lingering_timeout",	 U_TIME, 1, DAY },
 	{ "file_cache_valid",	 U_TIME, 0, DAY },
+	{ "worker_shutdown_timeout", U_TIME, 0, DAY },
+	{ "worker_rlimit_nofile", U_COUNT, 0, 1048576 },
 };
 
 static int cb_workers(cfg_t *, cfg_opt_t *, const char *, void *);
@@ -129,6 +131,8 @@ static cfg_opt_t opts[] = {
 	CFG_STR("pid_file", "off", CFGF_NONE),
 	CFG_STR("user", NULL, CFGF_NODEFAULT),
 	CFG_STR("group", NULL, CFGF_NODEFAULT),
+	CFG_INT_CB("worker_shutdown_timeout", 60 * SEC, CFGF_NONE, cb_time),
+	CFG_INT_CB("worker_rlimit_nofile", 0, CFGF_NONE, cb_count),
 	CFG_PTR_LIST_CB("listen", "{127.0.0.1:8080}", CFGF_NONE, cb_listen,
 	    free),
 
@@ -960,6 +964,9 @@ build(cfg_t *cfg, struct config *cf)
 	cf->pid_file = copy_path(cfg_getstr(cfg, "pid_file"), "off");
 	cf->user = copy(cfg_getstr(cfg, "user"));
 	cf->group = copy(cfg_getstr(cfg, "group"));
+	cf->worker_shutdown_timeout_ms =
+	    cfg_getint(cfg, "worker_shutdown_timeout");
+	cf->worker_rlimit_nofile = cfg_getint(cfg, "worker_rlimit_nofile");
 
 	cf->nlisten = cfg_size(cfg, "listen");
 	if ((cf->listen = calloc(cf->nlisten, sizeof(*cf->listen))) == NULL)

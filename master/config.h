@@ -38,6 +38,8 @@ struct config {
 	char *pid_file;			/* absolute path, or NULL */
 	char *user;			/* NULL: keep the user we started as */
 	char *group;
+	int worker_shutdown_timeout_ms;	/* 0: wait as long as it takes */
+	int worker_rlimit_nofile;	/* 0: leave the limit alone */
 
 	struct config_listen *listen;
 	size_t nlisten;

@@ -10,6 +10,7 @@
 #include "master/config.h"
 #include "master/log.h"
 #include "master/master.h"
+#include "master/proctitle.h"
 #include "worker/static.h"
 
 #ifndef SYSCONFDIR
@@ -20,10 +21,12 @@ static void
 usage(FILE *out)
 {
 	fprintf(out,
-	    "usage: corral [-c FILE] [-t] [-f] [-V] [-h]\n"
+	    "usage: corral [-c FILE] [-t] [-f] [-q KEY] [-V] [-h]\n"
 	    "  -c FILE  configuration file (default %s/corral.conf)\n"
 	    "  -t       check the configuration and exit\n"
 	    "  -f       stay in the foreground\n"
+	    "  -q KEY   print a setting (pid_file, error_log, listen, workers,\n"
+	    "           user) as corral resolves it, and exit\n"
 	    "  -V       print the version and exit\n"
 	    "  -h       print this help and exit\n", SYSCONFDIR);
 }
@@ -49,17 +52,40 @@ load(const char *path, struct mime_table **mime)
 	return cf;
 }
 
+/* Prints one resolved setting, for corralctl and scripts. */
+static int
+query(const struct config *cf, const char *key)
+{
+	if (strcmp(key, "pid_file") == 0)
+		printf("%s\n", cf->pid_file ? cf->pid_file : "");
+	else if (strcmp(key, "error_log") == 0)
+		printf("%s\n", cf->error_log ? cf->error_log : "stderr");
+	else if (strcmp(key, "workers") == 0)
+		printf("%d\n", cf->workers);
+	else if (strcmp(key, "user") == 0)
+		printf("%s\n", cf->user ? cf->user : "");
+	else if (strcmp(key, "listen") == 0)
+		for (size_t i = 0; i < cf->nlisten; i++)
+			printf("%s\n", cf->listen[i].text);
+	else {
+		fprintf(stderr, "corral: -q: unknown key \"%s\"\n", key);
+		return 1;
+	}
+	return 0;
+}
+
 int
 main(int argc, char **argv)
 {
-	const char *path = SYSCONFDIR "/corral.conf";
+	const char *path = SYSCONFDIR "/corral.conf", *key = NULL;
 	bool test = false, foreground = false;
 	struct mime_table *mime;
 	struct runtime *rt;
 	struct config *cf;
-	int ch;
+	int ch, rc;
 
-	while ((ch = getopt(argc, argv, "c:tfVh")) != -1) {
+	proctitle_init(argc, argv);
+	while ((ch = getopt(argc, argv, "c:tfq:Vh")) != -1) {
 		switch (ch) {
 		case 'c':
 			path = optarg;
@@ -69,6 +95,9 @@ main(int argc, char **argv)
 			break;
 		case 'f':
 			foreground = true;
+			break;
+		case 'q':
+			key = optarg;
 			break;
 		case 'V':
 			printf("corral/" PACKAGE_VERSION "\n");
@@ -89,6 +118,12 @@ main(int argc, char **argv)
 	cf = load(path, &mime);
 	if (cf == NULL)
 		return 1;
+	if (key != NULL) {
+		rc = query(cf, key);
+		mime_free(mime);
+		config_free(cf);
+		return rc;
+	}
 	if (test) {
 		printf("corral: %s: syntax is ok, test is successful\n",
 		    cf->file);
@@ -97,7 +132,13 @@ main(int argc, char **argv)
 		return 0;
 	}
 
+	if (master_check_pidfile(cf) == -1) {
+		mime_free(mime);
+		config_free(cf);
+		return 1;
+	}
 	log_level_max = cf->log_level;
+	log_tee_stderr(1);
 	if (log_open(cf->error_log) == -1) {
 		fprintf(stderr, "corral: open %s: %s\n", cf->error_log,
 		    strerror(errno));
@@ -105,7 +146,7 @@ main(int argc, char **argv)
 		config_free(cf);
 		return 1;
 	}
-	rt = runtime_open(cf, mime);
+	rt = runtime_open(cf, mime, NULL);
 	if (rt == NULL)
 		return 1;
 	return master_run(rt, foreground);

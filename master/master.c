@@ -1,21 +1,23 @@
 /*
- * The master process.
+ * The master process: a small state machine driven by signals.
  *
  * Signals are blocked in the master and taken synchronously with
- * sigtimedwait(), so there are no handlers at all: reaping, respawning and
- * stopping happen in the loop, never in signal context.  Workers unblock
- * them after fork and watch them as libevent signal events.
+ * sigtimedwait(), so there are no handlers at all: reaping, respawning,
+ * reloading and stopping happen in the loop, never in signal context.
+ * Workers unblock them after fork and watch them as libevent events.
+ *
+ * Each reload starts a new generation of workers on the new config, then
+ * retires the old generation gracefully: the old workers stop accepting,
+ * finish what they serve and exit, while the listening sockets, shared by
+ * both generations, never close.  Nothing is dropped.
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -24,23 +26,33 @@
 #include "master/config.h"
 #include "master/log.h"
 #include "master/master.h"
+#include "master/proctitle.h"
 #include "worker/static.h"
 #include "worker/worker.h"
 
-#define LISTEN_BACKLOG		4096
-#define STOP_GRACE_MS		5000	/* fast stop: SIGKILL after this */
+#define STOP_GRACE_MS		5000	/* after SIGTERM, SIGKILL */
 #define RESPAWN_FAST_MS		2000	/* died sooner: back off */
 #define RESPAWN_MAX_DELAY_MS	30000
+#define TICK_MS			1000
 
 struct proc {
-	pid_t pid;			/* 0 when the slot is empty */
+	pid_t pid;			/* 0 while waiting to be respawned */
+	int slot;
+	unsigned gen;
+	bool retiring;			/* told to finish and exit */
+	bool terminated;		/* SIGTERM sent: next is SIGKILL */
 	uint64_t started_ms;
-	uint64_t respawn_at_ms;		/* when to start it again */
+	uint64_t respawn_at_ms;
+	uint64_t deadline_ms;		/* retiring: when to stop it hard */
 	unsigned fails;			/* quick deaths in a row */
 };
 
 static struct proc *procs;
-static int nprocs;
+static size_t nprocs, procs_cap;
+static unsigned generation;
+static struct runtime *rt_cur;
+static sigset_t sigs, oldmask;
+static bool stopping;
 
 static uint64_t
 now_ms(void)
@@ -51,118 +63,9 @@ now_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-static int
-listen_one(const struct config_listen *l)
-{
-	int fd, on = 1, secs = 1;
+/* Pid file ------------------------------------------------------------ */
 
-	fd = socket(l->addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK |
-	    SOCK_CLOEXEC, 0);
-	if (fd == -1) {
-		log_at(L_CRIT, errno, "socket %s", l->text);
-		return -1;
-	}
-	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on));
-	if (l->addr.ss_family == AF_INET6)
-		setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &on, sizeof(on));
-	if (bind(fd, (const struct sockaddr *)&l->addr, l->addrlen) == -1) {
-		log_at(L_CRIT, errno, "bind %s", l->text);
-		close(fd);
-		return -1;
-	}
-	if (listen(fd, LISTEN_BACKLOG) == -1) {
-		log_at(L_CRIT, errno, "listen %s", l->text);
-		close(fd);
-		return -1;
-	}
-	/* Wake a worker only when the request has arrived. */
-	setsockopt(fd, IPPROTO_TCP, TCP_DEFER_ACCEPT, &secs, sizeof(secs));
-	return fd;
-}
-
-static int
-open_access_log(const char *path)
-{
-	int fd;
-
-	if (path == NULL)
-		return -1;
-	fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
-	if (fd == -1)
-		log_at(L_CRIT, errno, "open access log %s", path);
-	return fd;
-}
-
-static int
-runtime_open_fds(struct runtime *rt)
-{
-	const struct config *cf = rt->cf;
-	size_t i;
-
-	for (i = 0; i < cf->nlisten; i++)
-		rt->listen_fds[i] = -1;
-	for (i = 0; i < cf->nservers; i++)
-		rt->root_fds[i] = rt->access_fds[i] = -1;
-	for (i = 0; i < cf->nlisten; i++) {
-		rt->listen_fds[i] = listen_one(&cf->listen[i]);
-		if (rt->listen_fds[i] == -1)
-			return -1;
-	}
-	for (i = 0; i < cf->nservers; i++) {
-		rt->root_fds[i] = open(cf->servers[i].root,
-		    O_PATH | O_DIRECTORY | O_CLOEXEC);
-		if (rt->root_fds[i] == -1) {
-			log_at(L_CRIT, errno, "open root %s",
-			    cf->servers[i].root);
-			return -1;
-		}
-		if (cf->servers[i].access_log != NULL) {
-			rt->access_fds[i] =
-			    open_access_log(cf->servers[i].access_log);
-			if (rt->access_fds[i] == -1)
-				return -1;
-		}
-	}
-	return 0;
-}
-
-struct runtime *
-runtime_open(struct config *cf, struct mime_table *mime)
-{
-	struct runtime *rt;
-
-	log_tee_stderr(1);
-	rt = calloc(1, sizeof(*rt));
-	if (rt == NULL)
-		fatal("calloc");
-	rt->cf = cf;
-	rt->mime = mime;
-	rt->listen_fds = calloc(cf->nlisten, sizeof(int));
-	rt->root_fds = calloc(cf->nservers, sizeof(int));
-	rt->access_fds = calloc(cf->nservers, sizeof(int));
-	if (!rt->listen_fds || !rt->root_fds || !rt->access_fds)
-		fatal("calloc");
-	if (runtime_open_fds(rt) == -1) {
-		runtime_free(rt);
-		return NULL;
-	}
-	return rt;
-}
-
-void
-runtime_free(struct runtime *rt)
-{
-	if (rt == NULL)
-		return;
-	mime_free(rt->mime);
-	config_free(rt->cf);
-	free(rt->listen_fds);
-	free(rt->root_fds);
-	free(rt->access_fds);
-	free(rt);
-}
-
-/* Reads a pid file; returns the pid of a live process that holds it. */
+/* Returns the pid of a live process that holds the pid file, or 0. */
 static pid_t
 pidfile_live(const char *path)
 {
@@ -180,7 +83,8 @@ pidfile_live(const char *path)
 		return 0;
 	buf[n] = '\0';
 	pid = strtol(buf, NULL, 10);
-	if (pid <= 0 || (kill((pid_t)pid, 0) == -1 && errno == ESRCH))
+	if (pid <= 0 || pid == getpid() ||
+	    (kill((pid_t)pid, 0) == -1 && errno == ESRCH))
 		return 0;
 	return (pid_t)pid;
 }
@@ -204,6 +108,22 @@ pidfile_write(const char *path)
 	}
 	close(fd);
 	return 0;
+}
+
+/* Refuses to start over a live corral; a stale pid file is replaced. */
+int
+master_check_pidfile(const struct config *cf)
+{
+	pid_t pid;
+
+	if (cf->pid_file == NULL)
+		return 0;
+	pid = pidfile_live(cf->pid_file);
+	if (pid == 0)
+		return 0;
+	fprintf(stderr, "corral: %s: corral is already running as pid %d\n",
+	    cf->pid_file, (int)pid);
+	return -1;
 }
 
 static void
@@ -231,209 +151,407 @@ daemonize(void)
 		close(fd);
 }
 
-static void
-spawn(const struct runtime *rt, int slot, const sigset_t *oldmask)
+/* Workers -------------------------------------------------------------- */
+
+static struct proc *
+proc_add(int slot)
 {
-	struct proc *p = &procs[slot];
-	char role[32];
+	struct proc *p;
+	size_t cap;
+
+	if (nprocs == procs_cap) {
+		cap = procs_cap ? procs_cap * 2 : 16;
+		p = realloc(procs, cap * sizeof(*p));
+		if (p == NULL) {
+			log_at(L_CRIT, errno, "worker table");
+			return NULL;
+		}
+		procs = p;
+		procs_cap = cap;
+	}
+	p = &procs[nprocs++];
+	memset(p, 0, sizeof(*p));
+	p->slot = slot;
+	p->gen = generation;
+	return p;
+}
+
+static void
+spawn(struct proc *p)
+{
 	pid_t pid;
 
 	pid = fork();
 	if (pid == -1) {
-		log_at(L_ERROR, errno, "fork worker %d", slot);
-		p->respawn_at_ms = now_ms() + 1000;
+		log_at(L_ERROR, errno, "fork worker %d", p->slot);
+		p->respawn_at_ms = now_ms() + TICK_MS;
 		return;
 	}
 	if (pid == 0) {
-		/* Die with the master rather than serve on unsupervised. */
+		/* Die with the master rather than serve unsupervised. */
+		int slot = p->slot;
+		unsigned gen = p->gen;
+
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		sigprocmask(SIG_SETMASK, oldmask, NULL);
-		snprintf(role, sizeof(role), "worker %d", slot);
-		log_set_role(role);
-		worker_main(rt, slot);
+		free(procs);
+		sigprocmask(SIG_SETMASK, &oldmask, NULL);
+		worker_main(rt_cur, slot, gen);
 	}
 	p->pid = pid;
 	p->started_ms = now_ms();
 	p->respawn_at_ms = 0;
-	log_info("started worker %d, pid %d", slot, (int)pid);
+	log_info("started worker %d of generation %u, pid %d", p->slot,
+	    p->gen, (int)pid);
+}
+
+static int
+spawn_generation(void)
+{
+	struct proc *p;
+
+	for (int i = 0; i < rt_cur->cf->workers; i++) {
+		p = proc_add(i);
+		if (p == NULL)
+			return -1;
+		spawn(p);
+	}
+	return 0;
 }
 
 /* Decides when a dead worker comes back: at once, unless it keeps dying. */
 static void
-schedule_respawn(struct proc *p, int slot)
+schedule_respawn(struct proc *p)
 {
-	uint64_t now = now_ms(), delay;
+	uint64_t now = now_ms(), delay = 0;
 
 	if (now - p->started_ms < RESPAWN_FAST_MS)
 		p->fails++;
 	else
 		p->fails = 0;
-	delay = 0;
 	if (p->fails > 0) {
 		delay = 100ULL << (p->fails < 9 ? p->fails : 9);
 		if (delay > RESPAWN_MAX_DELAY_MS)
 			delay = RESPAWN_MAX_DELAY_MS;
 		if (p->fails >= 3)
 			log_crit("worker %d keeps dying right after start; "
-			    "next try in %llu ms", slot,
+			    "next try in %llu ms", p->slot,
 			    (unsigned long long)delay);
 	}
 	p->respawn_at_ms = now + delay;
 }
 
-static void
-reap(bool stopping)
+static struct proc *
+proc_find(pid_t pid)
 {
-	int status, slot;
+	for (size_t i = 0; i < nprocs; i++)
+		if (procs[i].pid == pid)
+			return &procs[i];
+	return NULL;
+}
+
+static void
+proc_remove(struct proc *p)
+{
+	*p = procs[--nprocs];
+}
+
+static void
+log_death(const struct proc *p, int status)
+{
+	if (WIFSIGNALED(status))
+		log_error("worker %d (pid %d) killed by signal %d%s", p->slot,
+		    (int)p->pid, WTERMSIG(status),
+		    WCOREDUMP(status) ? " (core dumped)" : "");
+	else
+		log_error("worker %d (pid %d) exited with code %d", p->slot,
+		    (int)p->pid, WEXITSTATUS(status));
+}
+
+static void
+reap(void)
+{
+	struct proc *p;
+	int status;
 	pid_t pid;
 
 	while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
-		for (slot = 0; slot < nprocs; slot++)
-			if (procs[slot].pid == pid)
-				break;
-		if (slot == nprocs)
+		p = proc_find(pid);
+		if (p == NULL)
 			continue;
-		procs[slot].pid = 0;
-		if (stopping) {
-			log_info("worker %d (pid %d) exited", slot, (int)pid);
+		if (p->retiring || stopping) {
+			log_info("worker %d of generation %u (pid %d) exited",
+			    p->slot, p->gen, (int)pid);
+			if (WIFSIGNALED(status) && WTERMSIG(status) != SIGTERM &&
+			    WTERMSIG(status) != SIGKILL)
+				log_death(p, status);
+			proc_remove(p);
 			continue;
 		}
-		if (WIFSIGNALED(status))
-			log_error("worker %d (pid %d) killed by signal %d%s",
-			    slot, (int)pid, WTERMSIG(status),
-			    WCOREDUMP(status) ? " (core dumped)" : "");
-		else
-			log_error("worker %d (pid %d) exited with code %d",
-			    slot, (int)pid, WEXITSTATUS(status));
-		schedule_respawn(&procs[slot], slot);
+		log_death(p, status);
+		p->pid = 0;
+		schedule_respawn(p);
 	}
 }
 
-static int
-live_workers(void)
+/* Tells a worker to finish what it serves and exit. */
+static void
+retire(struct proc *p, uint64_t now)
 {
-	int n = 0;
+	int ms = rt_cur->cf->worker_shutdown_timeout_ms;
 
-	for (int i = 0; i < nprocs; i++)
-		n += procs[i].pid != 0;
-	return n;
+	p->retiring = true;
+	p->deadline_ms = ms > 0 ? now + (uint64_t)ms : UINT64_MAX;
+	if (p->pid != 0)
+		kill(p->pid, SIGQUIT);
+}
+
+static void
+retire_all(unsigned gen)
+{
+	uint64_t now = now_ms();
+	size_t i = 0;
+
+	while (i < nprocs) {
+		struct proc *p = &procs[i];
+
+		if (p->gen > gen || p->retiring) {
+			i++;
+			continue;
+		}
+		if (p->pid == 0) {
+			/* Waiting to be respawned: nothing to retire. */
+			proc_remove(p);
+			continue;
+		}
+		retire(p, now);
+		i++;
+	}
+}
+
+static void
+terminate_all(void)
+{
+	uint64_t deadline = now_ms() + STOP_GRACE_MS;
+
+	for (size_t i = 0; i < nprocs; i++) {
+		if (procs[i].pid == 0) {
+			proc_remove(&procs[i--]);
+			continue;
+		}
+		procs[i].retiring = true;
+		procs[i].terminated = true;
+		procs[i].deadline_ms = deadline;
+		kill(procs[i].pid, SIGTERM);
+	}
+}
+
+/* Stops hard the retiring workers that are past their deadline. */
+static void
+enforce_deadlines(uint64_t now)
+{
+	for (size_t i = 0; i < nprocs; i++) {
+		struct proc *p = &procs[i];
+
+		if (!p->retiring || p->pid == 0 || now < p->deadline_ms)
+			continue;
+		if (!p->terminated) {
+			log_warn("worker %d (pid %d) did not finish within "
+			    "worker_shutdown_timeout; stopping it", p->slot,
+			    (int)p->pid);
+			kill(p->pid, SIGTERM);
+			p->terminated = true;
+			p->deadline_ms = now + STOP_GRACE_MS;
+		} else {
+			log_warn("worker %d (pid %d) ignored SIGTERM; killing "
+			    "it", p->slot, (int)p->pid);
+			kill(p->pid, SIGKILL);
+			p->deadline_ms = UINT64_MAX;
+		}
+	}
 }
 
 static void
 signal_workers(int sig)
 {
-	for (int i = 0; i < nprocs; i++)
+	for (size_t i = 0; i < nprocs; i++)
 		if (procs[i].pid != 0)
 			kill(procs[i].pid, sig);
 }
 
-/* Stops the workers with sig and waits for them; SIGKILL after grace_ms. */
-static void
-stop_workers(const sigset_t *set, int sig, uint64_t grace_ms)
-{
-	uint64_t deadline = now_ms() + grace_ms;
-	struct timespec ts = { 0, 100 * 1000000 };
+/* Reload and log rotation ---------------------------------------------- */
 
-	signal_workers(sig);
-	while (live_workers() > 0) {
-		if (now_ms() >= deadline) {
-			log_warn("workers did not stop in time, killing them");
-			signal_workers(SIGKILL);
-			deadline = UINT64_MAX;
-		}
-		(void)sigtimedwait(set, NULL, &ts);
-		reap(true);
+/* Loads a new config completely; on any error the old one keeps serving. */
+static void
+reload(void)
+{
+	struct mime_table *mime;
+	struct runtime *rt, *old;
+	struct config *cf;
+	char err[1024];
+
+	cf = config_load(rt_cur->cf->file, err, sizeof(err));
+	if (cf == NULL) {
+		log_error("%s; reload aborted, the old config stays", err);
+		return;
+	}
+	mime = mime_load(cf->mime_types, err, sizeof(err));
+	if (mime == NULL) {
+		log_error("%s; reload aborted, the old config stays", err);
+		config_free(cf);
+		return;
+	}
+	rt = runtime_open(cf, mime, rt_cur);
+	if (rt == NULL) {
+		log_error("reload aborted, the old config stays");
+		return;
+	}
+	if (log_open(rt->cf->error_log) == -1) {
+		log_at(L_ERROR, errno, "open %s; reload aborted",
+		    rt->cf->error_log);
+		runtime_retire(rt, rt_cur);
+		return;
+	}
+	log_level_max = rt->cf->log_level;
+	old = rt_cur;
+	rt_cur = rt;
+	/* Close what went away before forking, or the new workers would
+	 * inherit a removed socket and keep it accepting. */
+	runtime_retire(old, rt_cur);
+	generation++;
+	if (spawn_generation() == -1)
+		log_crit("could not start all workers of generation %u",
+		    generation);
+	retire_all(generation - 1);
+	log_notice("reloaded %s: generation %u, %d workers", rt_cur->cf->file,
+	    generation, rt_cur->cf->workers);
+}
+
+/* SIGUSR1: reopen our logs, create the new files, and let workers follow. */
+static void
+reopen_logs(void)
+{
+	const struct config *cf = rt_cur->cf;
+	int fd;
+
+	if (log_open(cf->error_log) == -1)
+		log_at(L_ERROR, errno, "reopen %s", cf->error_log);
+	else if (cf->error_log != NULL && rt_cur->drop_privileges &&
+	    chown(cf->error_log, rt_cur->uid, rt_cur->gid) == -1)
+		log_at(L_WARN, errno, "chown %s", cf->error_log);
+	for (size_t i = 0; i < cf->nservers; i++) {
+		if (cf->servers[i].access_log == NULL)
+			continue;
+		fd = runtime_open_log(rt_cur, cf->servers[i].access_log);
+		if (fd != -1)
+			close(fd);
+	}
+	signal_workers(SIGUSR1);
+	log_notice("logs reopened");
+}
+
+/* The loop -------------------------------------------------------------- */
+
+static void
+respawn_due(uint64_t now, uint64_t *next)
+{
+	for (size_t i = 0; i < nprocs; i++) {
+		struct proc *p = &procs[i];
+
+		if (p->pid != 0 || p->retiring || stopping)
+			continue;
+		if (p->respawn_at_ms <= now)
+			spawn(p);
+		else if (p->respawn_at_ms < *next)
+			*next = p->respawn_at_ms;
+	}
+	for (size_t i = 0; i < nprocs; i++)
+		if (procs[i].retiring && procs[i].pid != 0 &&
+		    procs[i].deadline_ms < *next)
+			*next = procs[i].deadline_ms;
+}
+
+static void
+handle_signal(int sig)
+{
+	switch (sig) {
+	case SIGCHLD:
+		reap();
+		break;
+	case SIGTERM:
+	case SIGINT:
+		log_notice("signal %d: stopping", sig);
+		stopping = true;
+		terminate_all();
+		break;
+	case SIGQUIT:
+		if (stopping)
+			break;
+		log_notice("signal %d: stopping gracefully", sig);
+		stopping = true;
+		retire_all(generation);
+		proctitle_set("corral: master process is shutting down");
+		break;
+	case SIGHUP:
+		if (stopping)
+			break;
+		log_notice("signal %d: reloading", sig);
+		reload();
+		break;
+	case SIGUSR1:
+		reopen_logs();
+		break;
 	}
 }
 
 int
 master_run(struct runtime *rt, bool foreground)
 {
-	const struct config *cf = rt->cf;
-	sigset_t set, oldmask;
 	struct timespec ts;
 	uint64_t now, next;
-	int sig, i;
-	bool quit = false;
+	int sig;
 
-	if (cf->pid_file != NULL && pidfile_live(cf->pid_file) != 0) {
-		log_crit("%s: corral is already running as pid %d",
-		    cf->pid_file, (int)pidfile_live(cf->pid_file));
-		runtime_free(rt);
-		return 1;
-	}
-	if (!foreground)
-		daemonize();
-	if (cf->pid_file != NULL && pidfile_write(cf->pid_file) == -1) {
-		runtime_free(rt);
-		return 1;
-	}
-	log_tee_stderr(0);
-
-	sigemptyset(&set);
-	sigaddset(&set, SIGCHLD);
-	sigaddset(&set, SIGTERM);
-	sigaddset(&set, SIGINT);
-	sigaddset(&set, SIGQUIT);
-	sigaddset(&set, SIGHUP);
-	sigaddset(&set, SIGUSR1);
-	sigprocmask(SIG_BLOCK, &set, &oldmask);
+	rt_cur = rt;
+	sigemptyset(&sigs);
+	sigaddset(&sigs, SIGCHLD);
+	sigaddset(&sigs, SIGTERM);
+	sigaddset(&sigs, SIGINT);
+	sigaddset(&sigs, SIGQUIT);
+	sigaddset(&sigs, SIGHUP);
+	sigaddset(&sigs, SIGUSR1);
+	sigprocmask(SIG_BLOCK, &sigs, &oldmask);
 	signal(SIGPIPE, SIG_IGN);
 
-	nprocs = cf->workers;
-	procs = calloc((size_t)nprocs, sizeof(*procs));
-	if (procs == NULL)
-		fatal("calloc");
-	for (i = 0; i < nprocs; i++)
-		spawn(rt, i, &oldmask);
-	log_notice("corral/%s started, %d workers", PACKAGE_VERSION, nprocs);
+	if (!foreground)
+		daemonize();
+	proctitle_set("corral: master process %s", rt->cf->file);
+	generation = 1;
+	if (spawn_generation() == -1)
+		return 1;
+	if (rt->cf->pid_file != NULL && pidfile_write(rt->cf->pid_file) == -1) {
+		stopping = true;
+		terminate_all();
+	}
+	log_tee_stderr(0);
+	log_notice("corral/%s started, %d workers", PACKAGE_VERSION,
+	    rt->cf->workers);
 
-	while (!quit) {
+	while (!stopping || nprocs > 0) {
 		now = now_ms();
-		next = now + 1000;
-		for (i = 0; i < nprocs; i++) {
-			if (procs[i].pid != 0 || procs[i].respawn_at_ms == 0)
-				continue;
-			if (procs[i].respawn_at_ms <= now)
-				spawn(rt, i, &oldmask);
-			else if (procs[i].respawn_at_ms < next)
-				next = procs[i].respawn_at_ms;
-		}
+		next = now + TICK_MS;
+		enforce_deadlines(now);
+		respawn_due(now, &next);
+		if (next < now)
+			next = now;
 		ts.tv_sec = (time_t)((next - now) / 1000);
 		ts.tv_nsec = (long)((next - now) % 1000) * 1000000;
-		sig = sigtimedwait(&set, NULL, &ts);
-		switch (sig) {
-		case SIGCHLD:
-			reap(false);
-			break;
-		case SIGTERM:
-		case SIGINT:
-			log_notice("signal %d: stopping", sig);
-			stop_workers(&set, SIGTERM, STOP_GRACE_MS);
-			quit = true;
-			break;
-		case SIGQUIT:
-			log_notice("signal %d: graceful stop", sig);
-			stop_workers(&set, SIGQUIT, UINT64_MAX / 2);
-			quit = true;
-			break;
-		case SIGHUP:
-			log_warn("reload is not implemented yet; ignoring HUP");
-			break;
-		case SIGUSR1:
-			if (log_open(cf->error_log) == -1)
-				log_at(L_ERROR, errno, "reopen %s",
-				    cf->error_log);
-			signal_workers(SIGUSR1);
-			break;
-		default:
-			break;
-		}
+		sig = sigtimedwait(&sigs, NULL, &ts);
+		if (sig > 0)
+			handle_signal(sig);
 	}
-	if (cf->pid_file != NULL)
-		unlink(cf->pid_file);
+	if (rt_cur->cf->pid_file != NULL)
+		unlink(rt_cur->cf->pid_file);
 	log_notice("exiting");
 	free(procs);
-	runtime_free(rt);
+	runtime_free(rt_cur);
 	return 0;
 }

@@ -1,13 +1,14 @@
 /*
  * The master process: binds the listening sockets, forks the workers,
- * respawns them when they die and stops them on a signal.  It never serves
- * a request.
+ * respawns them when they die, reloads the config and stops them on a
+ * signal.  It never serves a request.
  */
 #ifndef CORRAL_MASTER_H
 #define CORRAL_MASTER_H
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <sys/types.h>
 
 struct config;
 struct mime_table;
@@ -22,16 +23,31 @@ struct runtime {
 	int *listen_fds;		/* one per cf->listen */
 	int *root_fds;			/* one per cf->servers, O_PATH dirs */
 	int *access_fds;		/* one per cf->servers, -1 when off */
+	bool drop_privileges;		/* started as root: workers switch */
+	uid_t uid;
+	gid_t gid;
 };
 
 /*
- * Opens everything a config names and takes ownership of cf and mime; on
- * failure logs why, frees them and returns NULL.
+ * Opens everything a config names, taking over the listening sockets of
+ * old (may be NULL) whose address is unchanged, and takes ownership of cf
+ * and mime.  On failure logs why, frees cf and mime, and returns NULL with
+ * old untouched.
  */
-struct runtime *runtime_open(struct config *cf, struct mime_table *mime);
+struct runtime *runtime_open(struct config *cf, struct mime_table *mime,
+    const struct runtime *old);
+
+/* Closes what old holds that new did not take over, and frees old. */
+void runtime_retire(struct runtime *old, const struct runtime *new);
 
 /* Frees a runtime and its config; descriptors are left to exit. */
 void runtime_free(struct runtime *rt);
+
+/* Opens a log for appending, owned by the workers' user; -1 on error. */
+int runtime_open_log(const struct runtime *rt, const char *path);
+
+/* Fails, saying why on stderr, when a live corral holds the pid file. */
+int master_check_pidfile(const struct config *cf);
 
 /* Runs the master loop until the server stops; returns the exit status. */
 int master_run(struct runtime *rt, bool foreground);

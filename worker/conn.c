@@ -13,6 +13,7 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -39,6 +40,7 @@
 #define OUT_HIGH	(256 * 1024)
 #define IOV_BATCH	64
 #define ALOG_BUF	(32 * 1024)
+#define QUIT_IDLE_GRACE_MS 1000
 
 enum cstate {
 	CS_HEADER,		/* waiting for or parsing a request header */
@@ -74,6 +76,7 @@ struct conn {
 	struct event tev;
 	struct conn *idle_prev, *idle_next;
 	bool idle;
+	uint64_t idle_since_ms;
 	struct conn *all_prev, *all_next;	/* every connection, for exit */
 
 	char *ibuf;
@@ -104,6 +107,8 @@ struct alog {
 
 static struct alog *alogs;
 static struct conn *all_conns;
+
+static void alog_init(void);
 
 static const char allow[] = "Allow: GET, HEAD, OPTIONS\r\n";
 static const char html[] = "Content-Type: text/html; charset=utf-8\r\n";
@@ -183,6 +188,7 @@ idle_set(struct conn *c, bool on)
 		return;
 	c->idle = on;
 	if (on) {
+		c->idle_since_ms = worker.now_ms;
 		c->idle_prev = NULL;
 		c->idle_next = worker.idle_head;
 		if (worker.idle_head != NULL)
@@ -199,10 +205,24 @@ idle_set(struct conn *c, bool on)
 }
 
 void
-conn_close_idle(void)
+conn_quit_idle(void)
 {
-	while (worker.idle_head != NULL)
-		conn_close(worker.idle_head);
+	struct conn *c, *next;
+	struct timeval tv;
+	uint64_t idle;
+
+	for (c = worker.idle_head; c != NULL; c = next) {
+		next = c->idle_next;
+		idle = worker.now_ms - c->idle_since_ms;
+		if (idle >= QUIT_IDLE_GRACE_MS) {
+			conn_close(c);
+			continue;
+		}
+		tv.tv_sec = 0;
+		tv.tv_usec = (suseconds_t)(QUIT_IDLE_GRACE_MS - idle) * 1000;
+		c->timer = T_IDLE;
+		evtimer_add(&c->tev, &tv);
+	}
 }
 
 /* Output queue ------------------------------------------------------ */
@@ -473,6 +493,30 @@ access_log_flush(void)
 	for (size_t i = 0; i < worker.cf->nservers; i++)
 		if (alogs[i].fd != -1)
 			alog_write(&alogs[i]);
+}
+
+void
+access_log_reopen(void)
+{
+	const struct config *cf = worker.cf;
+	int fd;
+
+	if (alogs == NULL)
+		alog_init();
+	for (size_t i = 0; i < cf->nservers; i++) {
+		if (alogs[i].fd == -1)
+			continue;
+		alog_write(&alogs[i]);
+		fd = open(cf->servers[i].access_log, O_WRONLY | O_APPEND |
+		    O_CREAT | O_CLOEXEC, 0644);
+		if (fd == -1) {
+			log_at(L_ERROR, errno, "reopen %s",
+			    cf->servers[i].access_log);
+			continue;
+		}
+		close(alogs[i].fd);
+		alogs[i].fd = fd;
+	}
 }
 
 static void

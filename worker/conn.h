@@ -59,8 +59,15 @@ void worker_update_time(void);
 void conn_accept(int fd, const struct sockaddr *sa, socklen_t salen,
     int listen_idx);
 
-/* Closes idle keep-alive connections; graceful stop. */
-void conn_close_idle(void);
+/*
+ * Graceful stop: closes keep-alive connections that are idle, after a
+ * short grace for those that just finished a response, whose client may
+ * already be sending the next request.
+ */
+void conn_quit_idle(void);
+
+/* Reopens the access logs by path (log rotation). */
+void access_log_reopen(void);
 
 /* Closes every connection and frees what connections use; at exit. */
 void conn_close_all(void);

@@ -8,16 +8,20 @@
  * fewer workers) or strands them behind a busy worker, so it is not used.
  */
 #include <errno.h>
+#include <grp.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include "master/config.h"
 #include "master/log.h"
 #include "master/master.h"
+#include "master/proctitle.h"
 #include "worker/conn.h"
 #include "worker/static.h"
 #include "worker/worker.h"
@@ -141,9 +145,10 @@ signal_cb(evutil_socket_t sig, short what, void *arg)
 		if (worker.quitting)
 			break;
 		log_info("graceful stop");
+		proctitle_set("corral: worker process is shutting down");
 		worker.quitting = true;
 		accept_enable(false);
-		conn_close_idle();
+		conn_quit_idle();
 		if (worker.nconns == 0)
 			event_base_loopbreak(worker.base);
 		break;
@@ -151,6 +156,7 @@ signal_cb(evutil_socket_t sig, short what, void *arg)
 		if (log_open(worker.cf->error_log) == -1)
 			log_at(L_ERROR, errno, "reopen %s",
 			    worker.cf->error_log);
+		access_log_reopen();
 		break;
 	}
 }
@@ -176,8 +182,35 @@ add_signal(int sig)
 	signal_evs[nsignal_evs++] = ev;
 }
 
+/* Raises the descriptor limit, then becomes the unprivileged user. */
+static void
+drop_privileges(const struct runtime *rt)
+{
+	const struct config *cf = rt->cf;
+	struct rlimit rl;
+
+	if (cf->worker_rlimit_nofile > 0) {
+		rl.rlim_cur = rl.rlim_max = (rlim_t)cf->worker_rlimit_nofile;
+		if (setrlimit(RLIMIT_NOFILE, &rl) == -1)
+			log_at(L_ERROR, errno, "setrlimit(RLIMIT_NOFILE, %d)",
+			    cf->worker_rlimit_nofile);
+	}
+	if (!rt->drop_privileges)
+		return;
+	if (initgroups(cf->user ? cf->user : "nobody", rt->gid) == -1)
+		fatal("initgroups");
+	if (setgid(rt->gid) == -1)
+		fatal("setgid(%d)", (int)rt->gid);
+	if (setuid(rt->uid) == -1)
+		fatal("setuid(%d)", (int)rt->uid);
+	if (setuid(0) != -1 || geteuid() != rt->uid || getegid() != rt->gid)
+		fatalx("could not drop root privileges");
+	/* Allow core dumps of the unprivileged worker. */
+	prctl(PR_SET_DUMPABLE, 1);
+}
+
 void
-worker_main(const struct runtime *rt, int slot)
+worker_main(const struct runtime *rt, int slot, unsigned gen)
 {
 	static const char tokens_on[] = "Server: corral/" PACKAGE_VERSION
 	    "\r\n";
@@ -187,8 +220,21 @@ worker_main(const struct runtime *rt, int slot)
 	struct event *tick;
 	size_t i;
 
+	char name[16];
+
 	signal(SIGINT, SIG_IGN);
 	signal(SIGPIPE, SIG_IGN);
+	snprintf(name, sizeof(name), "worker %d", slot);
+	log_set_role(name);
+	log_tee_stderr(0);
+	proctitle_set("corral: worker process");
+	/* comm carries what ps titles do not: generation and number. */
+	snprintf(name, sizeof(name), "corral g%u w%d", gen, slot);
+	prctl(PR_SET_NAME, name);
+	/* Test hook: a worker that dies at start, to exercise back-off. */
+	if (getenv("CORRAL_TEST_WORKER_EXIT") != NULL)
+		_exit(3);
+	drop_privileges(rt);
 
 	worker.rt = rt;
 	worker.cf = cf;

@@ -7,8 +7,8 @@
 
 struct runtime;
 
-/* Runs worker number slot; never returns. */
-void worker_main(const struct runtime *rt, int slot)
+/* Runs worker number slot of generation gen; never returns. */
+void worker_main(const struct runtime *rt, int slot, unsigned gen)
     __attribute__((noreturn));
 
 #endif

@@ -463,6 +463,8 @@ class Corral:
 
     def __init__(self, server=None, vhosts=(), wrapper=None, **directives):
         self.tmp = tempfile.mkdtemp(prefix='corral-it-')
+        # Started as root, workers run as "nobody": let them in.
+        os.chmod(self.tmp, 0o755)
         self.htdocs = os.path.join(self.tmp, 'htdocs')
         os.mkdir(self.htdocs)
         self.error_log = os.path.join(self.tmp, 'error.log')

@@ -1,0 +1,244 @@
+/*
+ * What the master opens for a config and the workers inherit: listening
+ * sockets, document roots, access logs, and the user to switch to.
+ *
+ * On reload a new runtime adopts the listening sockets of the old one whose
+ * address did not change, so they are never closed and re-bound and no
+ * connection waiting in their queues is lost.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pwd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "master/config.h"
+#include "master/log.h"
+#include "master/master.h"
+#include "worker/static.h"
+
+#define LISTEN_BACKLOG		4096
+
+static int
+listen_one(const struct config_listen *l)
+{
+	int fd, on = 1, secs = 1;
+
+	fd = socket(l->addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK |
+	    SOCK_CLOEXEC, 0);
+	if (fd == -1) {
+		log_at(L_CRIT, errno, "socket %s", l->text);
+		return -1;
+	}
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on));
+	if (l->addr.ss_family == AF_INET6)
+		setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &on, sizeof(on));
+	if (bind(fd, (const struct sockaddr *)&l->addr, l->addrlen) == -1) {
+		log_at(L_CRIT, errno, "bind %s", l->text);
+		close(fd);
+		return -1;
+	}
+	if (listen(fd, LISTEN_BACKLOG) == -1) {
+		log_at(L_CRIT, errno, "listen %s", l->text);
+		close(fd);
+		return -1;
+	}
+	/* Wake a worker only when the request has arrived. */
+	setsockopt(fd, IPPROTO_TCP, TCP_DEFER_ACCEPT, &secs, sizeof(secs));
+	return fd;
+}
+
+static bool
+same_addr(const struct config_listen *a, const struct config_listen *b)
+{
+	return a->addrlen == b->addrlen &&
+	    memcmp(&a->addr, &b->addr, a->addrlen) == 0;
+}
+
+/* Returns the old runtime's socket for an address, or -1. */
+static int
+adopt_listener(const struct runtime *old, const struct config_listen *l)
+{
+	if (old == NULL)
+		return -1;
+	for (size_t i = 0; i < old->cf->nlisten; i++)
+		if (old->listen_fds[i] != -1 &&
+		    same_addr(&old->cf->listen[i], l))
+			return old->listen_fds[i];
+	return -1;
+}
+
+/* Opens a log file for appending, owned by the workers' user. */
+int
+runtime_open_log(const struct runtime *rt, const char *path)
+{
+	int fd;
+
+	fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+	if (fd == -1) {
+		log_at(L_CRIT, errno, "open %s", path);
+		return -1;
+	}
+	/* Workers reopen logs by path after a rotation (SIGUSR1). */
+	if (rt->drop_privileges && fchown(fd, rt->uid, rt->gid) == -1)
+		log_at(L_WARN, errno, "chown %s", path);
+	return fd;
+}
+
+/* Finds the user and group the workers run as when we are root. */
+static int
+resolve_user(struct runtime *rt)
+{
+	const struct config *cf = rt->cf;
+	const char *user = cf->user != NULL ? cf->user : "nobody";
+	struct passwd *pw;
+	struct group *gr;
+
+	if (geteuid() != 0 || strcmp(user, "root") == 0)
+		return 0;
+	pw = getpwnam(user);
+	if (pw == NULL) {
+		log_crit("%s: user \"%s\" does not exist", cf->file, user);
+		return -1;
+	}
+	rt->uid = pw->pw_uid;
+	rt->gid = pw->pw_gid;
+	if (cf->group != NULL) {
+		gr = getgrnam(cf->group);
+		if (gr == NULL) {
+			log_crit("%s: group \"%s\" does not exist", cf->file,
+			    cf->group);
+			return -1;
+		}
+		rt->gid = gr->gr_gid;
+	}
+	rt->drop_privileges = true;
+	return 0;
+}
+
+static int
+runtime_open_fds(struct runtime *rt, const struct runtime *old)
+{
+	const struct config *cf = rt->cf;
+	size_t i;
+
+	for (i = 0; i < cf->nlisten; i++) {
+		rt->listen_fds[i] = adopt_listener(old, &cf->listen[i]);
+		if (rt->listen_fds[i] == -1)
+			rt->listen_fds[i] = listen_one(&cf->listen[i]);
+		if (rt->listen_fds[i] == -1)
+			return -1;
+	}
+	for (i = 0; i < cf->nservers; i++) {
+		rt->root_fds[i] = open(cf->servers[i].root,
+		    O_PATH | O_DIRECTORY | O_CLOEXEC);
+		if (rt->root_fds[i] == -1) {
+			log_at(L_CRIT, errno, "open root %s",
+			    cf->servers[i].root);
+			return -1;
+		}
+		if (cf->servers[i].access_log != NULL) {
+			rt->access_fds[i] =
+			    runtime_open_log(rt, cf->servers[i].access_log);
+			if (rt->access_fds[i] == -1)
+				return -1;
+		}
+	}
+	return 0;
+}
+
+static bool
+fd_in(int fd, const int *fds, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (fds[i] == fd)
+			return true;
+	return false;
+}
+
+/* Closes what rt opened, except the sockets that keep carries on. */
+static void
+runtime_close(struct runtime *rt, const struct runtime *keep)
+{
+	const struct config *cf = rt->cf;
+	size_t i;
+
+	for (i = 0; i < cf->nlisten; i++)
+		if (rt->listen_fds[i] != -1 && (keep == NULL ||
+		    !fd_in(rt->listen_fds[i], keep->listen_fds,
+		    keep->cf->nlisten)))
+			close(rt->listen_fds[i]);
+	for (i = 0; i < cf->nservers; i++) {
+		if (rt->root_fds[i] != -1)
+			close(rt->root_fds[i]);
+		if (rt->access_fds[i] != -1)
+			close(rt->access_fds[i]);
+	}
+}
+
+struct runtime *
+runtime_open(struct config *cf, struct mime_table *mime,
+    const struct runtime *old)
+{
+	struct runtime *rt;
+	size_t i;
+
+	rt = calloc(1, sizeof(*rt));
+	if (rt == NULL)
+		goto failed;
+	rt->cf = cf;
+	rt->mime = mime;
+	rt->listen_fds = calloc(cf->nlisten, sizeof(int));
+	rt->root_fds = calloc(cf->nservers, sizeof(int));
+	rt->access_fds = calloc(cf->nservers, sizeof(int));
+	if (!rt->listen_fds || !rt->root_fds || !rt->access_fds)
+		goto failed;
+	for (i = 0; i < cf->nlisten; i++)
+		rt->listen_fds[i] = -1;
+	for (i = 0; i < cf->nservers; i++)
+		rt->root_fds[i] = rt->access_fds[i] = -1;
+	if (resolve_user(rt) == -1 || runtime_open_fds(rt, old) == -1) {
+		runtime_close(rt, old);
+		runtime_free(rt);
+		return NULL;
+	}
+	return rt;
+
+failed:
+	log_at(L_CRIT, errno, "runtime");
+	if (rt != NULL) {
+		free(rt->listen_fds);
+		free(rt->root_fds);
+		free(rt->access_fds);
+		free(rt);
+	}
+	mime_free(mime);
+	config_free(cf);
+	return NULL;
+}
+
+void
+runtime_retire(struct runtime *old, const struct runtime *new)
+{
+	runtime_close(old, new);
+	runtime_free(old);
+}
+
+void
+runtime_free(struct runtime *rt)
+{
+	if (rt == NULL)
+		return;
+	mime_free(rt->mime);
+	config_free(rt->cf);
+	free(rt->listen_fds);
+	free(rt->root_fds);
+	free(rt->access_fds);
+	free(rt);
+}
