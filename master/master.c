@@ -51,7 +51,7 @@ static struct proc *procs;
 static size_t nprocs, procs_cap;
 static unsigned generation;
 static struct runtime *rt_cur;
-static sigset_t sigs, oldmask;
+static sigset_t sigs;
 static bool stopping;
 
 static uint64_t
@@ -192,9 +192,9 @@ spawn(struct proc *p)
 		int slot = p->slot;
 		unsigned gen = p->gen;
 
+		/* Signals stay blocked until the worker watches them. */
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		free(procs);
-		sigprocmask(SIG_SETMASK, &oldmask, NULL);
 		worker_main(rt_cur, slot, gen);
 	}
 	p->pid = pid;
@@ -518,7 +518,7 @@ master_run(struct runtime *rt, bool foreground)
 	sigaddset(&sigs, SIGQUIT);
 	sigaddset(&sigs, SIGHUP);
 	sigaddset(&sigs, SIGUSR1);
-	sigprocmask(SIG_BLOCK, &sigs, &oldmask);
+	sigprocmask(SIG_BLOCK, &sigs, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
 	if (!foreground)

@@ -221,8 +221,10 @@ worker_main(const struct runtime *rt, int slot, unsigned gen)
 	size_t i;
 
 	char name[16];
+	sigset_t mask;
 
 	signal(SIGINT, SIG_IGN);
+	signal(SIGHUP, SIG_IGN);
 	signal(SIGPIPE, SIG_IGN);
 	snprintf(name, sizeof(name), "worker %d", slot);
 	log_set_role(name);
@@ -270,6 +272,16 @@ worker_main(const struct runtime *rt, int slot, unsigned gen)
 	add_signal(SIGTERM);
 	add_signal(SIGQUIT);
 	add_signal(SIGUSR1);
+	/* The master forked us with its signals blocked; a signal that came
+	 * early is delivered now, to the events above. */
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGQUIT);
+	sigaddset(&mask, SIGUSR1);
+	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGHUP);
+	sigaddset(&mask, SIGCHLD);
+	sigprocmask(SIG_UNBLOCK, &mask, NULL);
 	accept_enable(true);
 
 	event_base_dispatch(worker.base);

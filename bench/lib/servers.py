@@ -1,0 +1,233 @@
+"""The servers under test: corral and its peers, each started from its own
+config in a temp folder, on a free loopback port, as the current user.
+
+A suite starts them with start(suite, docroot) and stops them with stop().
+The config comes from bench/conf/SUITE-NAME.conf.in; the values every
+template may use are listed in Server.values().
+"""
+
+import os
+import pwd
+import re
+import resource
+import signal
+import subprocess
+
+from common import (BENCH_DIR, BenchError, free_port, first_line, pinned,
+                    render, wait_port, which)
+
+
+class ServerFailed(BenchError):
+    """The server did not start, or did not serve what it should."""
+
+
+def _user():
+    return pwd.getpwuid(os.geteuid()).pw_name
+
+
+def _tail(path, n=5):
+    try:
+        with open(path, errors="replace") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return ""
+    return " | ".join(line.strip() for line in lines[-n:] if line.strip())
+
+
+class Server:
+    name = ""
+    program = ""           # what which() looks for
+
+    def __init__(self, ctx, path):
+        self.ctx = ctx
+        self.path = path
+        self.proc = None
+        self.port = None
+        self.dir = None
+        self._log = None
+
+    @classmethod
+    def find(cls, ctx):
+        path = which(cls.program)
+        return cls(ctx, path) if path else None
+
+    def version(self):
+        return first_line([self.path, "-v"])
+
+    def argv(self, conf):
+        raise NotImplementedError
+
+    def values(self):
+        """Placeholders that the templates can use, beyond the suite's."""
+        return {
+            "DIR": self.dir,
+            "PORT": self.port,
+            "WORKERS": self.ctx.workers,
+            "USER": _user(),
+        }
+
+    def start(self, suite, extra):
+        """Writes the config and starts the server; ServerFailed if not up."""
+        self.dir = os.path.join(self.ctx.workdir, suite, self.name)
+        os.makedirs(self.dir, exist_ok=True)
+        self.port = free_port()
+        values = self.values()
+        values.update(extra)
+        template = os.path.join(BENCH_DIR, "conf",
+                                "%s-%s.conf.in" % (suite, self.name))
+        conf = os.path.join(self.dir, self.name + ".conf")
+        with open(conf, "w") as f:
+            f.write(render(template, values))
+        out = os.path.join(self.dir, "output.log")
+        self._log = open(out, "w")
+        cmd = pinned(self.ctx.server_cpus, self.argv(conf))
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL,
+                                     stdout=self._log,
+                                     stderr=subprocess.STDOUT,
+                                     cwd=self.dir, start_new_session=True)
+        if not wait_port(self.port, self.proc):
+            code = self.proc.poll()
+            self.stop()
+            why = "exited with %s" % code if code is not None \
+                else "not listening after 10 s"
+            tail = _tail(out) or _tail(os.path.join(self.dir, "error.log"))
+            raise ServerFailed(why + (": " + tail if tail else ""))
+
+    @property
+    def pid(self):
+        return self.proc.pid
+
+    def stop(self):
+        """SIGTERM, then SIGKILL to whatever is left of its session."""
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                pass
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        self.proc.wait()
+        self._log.close()
+        self.proc = None
+
+
+class Corral(Server):
+    name = "corral"
+
+    @classmethod
+    def find(cls, ctx):
+        return cls(ctx, ctx.corral_bin) if ctx.corral_bin else None
+
+    def version(self):
+        return self.ctx.corral_version
+
+    def argv(self, conf):
+        return [self.path, "-f", "-c", conf]
+
+    def values(self):
+        v = super().values()
+        v["MIME_TYPES"] = self.ctx.mime_types
+        return v
+
+
+class Nginx(Server):
+    name = "nginx"
+    program = "nginx"
+
+    def version(self):
+        return first_line([self.path, "-v"]).replace("nginx version: ", "")
+
+    def argv(self, conf):
+        return [self.path, "-p", self.dir + "/", "-c", conf,
+                "-e", os.path.join(self.dir, "error.log")]
+
+    def _temp_paths(self):
+        """*_temp_path lines for the modules this nginx was built with,
+        so that it never touches /var/lib/nginx."""
+        out = subprocess.run([self.path, "-V"], stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True).stdout
+        lines = []
+        for mod in re.findall(r"--http-([a-z-]+)-temp-path", out):
+            key = mod.replace("-", "_")
+            lines.append("%s_temp_path %s;" % (
+                key, os.path.join(self.dir, "tmp-" + key)))
+        return "\n    ".join(lines)
+
+    def values(self):
+        v = super().values()
+        root = os.geteuid() == 0
+        v["USER_LINE"] = "user %s;" % _user() if root else ""
+        v["TEMP_PATHS"] = self._temp_paths()
+        return v
+
+
+class Lighttpd(Server):
+    name = "lighttpd"
+    program = "lighttpd"
+
+    def version(self):
+        return first_line([self.path, "-v"]).split(" ")[0]
+
+    def argv(self, conf):
+        return [self.path, "-D", "-f", conf]
+
+    def values(self):
+        v = super().values()
+        # 0 is one process without a watcher, like worker_processes 1.
+        n = self.ctx.workers
+        v["MAX_WORKER"] = 0 if n == 1 else n
+        hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+        if hard == resource.RLIM_INFINITY:
+            hard = 16384
+        v["MAX_FDS"] = min(16384, hard)
+        return v
+
+
+class H2o(Server):
+    name = "h2o"
+    program = "h2o"
+
+    def version(self):
+        return first_line([self.path, "-v"]).replace(" version ", "/")
+
+    def argv(self, conf):
+        return [self.path, "-m", "worker", "-c", conf]
+
+    def values(self):
+        v = super().values()
+        # As root, h2o would switch to nobody, who cannot read our files.
+        root = os.geteuid() == 0
+        v["USER_LINE"] = "user: %s" % _user() if root else ""
+        return v
+
+
+# Every server the harness knows, the one under test first.
+ALL = (Corral, Nginx, Lighttpd, H2o)
+PEERS = ("nginx", "lighttpd", "h2o")
+
+
+def start_all(ctx, suite, extra):
+    """Starts every server found; the ones that fail are left out with a
+    note (corral's failure is also recorded in ctx.failures)."""
+    running = []
+    for srv in ctx.servers:
+        try:
+            srv.start(suite, extra)
+        except ServerFailed as e:
+            ctx.fail_server(suite, srv, "did not start: %s" % e)
+            continue
+        ctx.running.append(srv)
+        running.append(srv)
+    return running
+
+
+def stop_all(ctx, servers):
+    for srv in servers:
+        srv.stop()
+        if srv in ctx.running:
+            ctx.running.remove(srv)

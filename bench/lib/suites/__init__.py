@@ -1,0 +1,13 @@
+"""The suites of bench/run, in the order a default run goes through them.
+
+A suite is a module here with NAME and run(ctx), which returns a list of
+load.Case (an empty list when it has nothing to measure yet).
+"""
+
+import importlib
+
+ORDER = ("static", "proxy", "stampede", "store")
+
+
+def load(name):
+    return importlib.import_module("suites." + name)

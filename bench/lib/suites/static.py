@@ -1,0 +1,128 @@
+"""Suite static: files of 0 B to 1 MB from disk, over keep-alive,
+pipelined, HTTP/1.0 keep-alive (ab -k) and one connection per request."""
+
+import http.client
+import os
+import random
+
+from common import say
+from load import Ab, Case, Wrk, measure
+from servers import start_all, stop_all
+
+NAME = "static"
+
+# (size label, file name, bytes)
+FILES = (
+    ("0 B", "0b.bin", 0),
+    ("100 B", "100b.bin", 100),
+    ("4 KB", "4k.bin", 4 * 1024),
+    ("52 KB", "52k.bin", 52 * 1024),
+    ("1 MB", "1m.bin", 1024 * 1024),
+)
+
+PIPELINE = 16
+
+
+def _cases():
+    """(key, title, file, load), in the order they run."""
+    out = []
+    for label, name, size in FILES:
+        tag = name.split(".")[0]
+        out.append(("%s-ka" % tag, "%s, keep-alive" % label, name,
+                    Wrk("wrk, 100 connections")))
+        if size <= 100:
+            out.append(("%s-pipe%d" % (tag, PIPELINE),
+                        "%s, %d pipelined" % (label, PIPELINE), name,
+                        Wrk("wrk, 100 connections, %d requests in "
+                            "flight on each" % PIPELINE,
+                            script="pipeline.lua",
+                            env={"BENCH_PIPELINE": str(PIPELINE)})))
+        if size == 100:
+            out.append(("100b-ab-k", "100 B, ab -k (HTTP/1.0 keep-alive)",
+                        name, Ab("ab -k, 100 connections")))
+            out.append(("100b-close", "100 B, connection per request",
+                        name, Wrk("wrk, 100 connections, Connection: "
+                                  "close", headers=("Connection: close",))))
+    return out
+
+
+# The cases of --smoke: a second each, enough to see that nothing rotted.
+SMOKE = ("100b-ka", "100b-pipe16")
+
+
+def _docroot(ctx):
+    root = os.path.join(ctx.workdir, NAME, "htdocs")
+    os.makedirs(root, exist_ok=True)
+    body = {}
+    for _, name, size in FILES:
+        data = random.Random(size).randbytes(size)
+        with open(os.path.join(root, name), "wb") as f:
+            f.write(data)
+        body[name] = data
+    with open(os.path.join(root, "index.html"), "w") as f:
+        f.write("<!doctype html><title>bench</title>\n")
+    return root, body
+
+
+def _check(srv, body):
+    """Each file once over one connection: the exact bytes, status 200.
+    It also warms the servers' file caches."""
+    conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=5)
+    try:
+        for name, data in body.items():
+            conn.request("GET", "/" + name, headers={"Host": "localhost"})
+            resp = conn.getresponse()
+            got = resp.read()
+            if resp.status != 200 or got != data:
+                return "GET /%s: status %d, %d of %d bytes%s" % (
+                    name, resp.status, len(got), len(data),
+                    "" if got == data[:len(got)] else " (wrong bytes)")
+    except (OSError, http.client.HTTPException) as e:
+        return "GET: %s" % e
+    finally:
+        conn.close()
+    return None
+
+
+def run(ctx):
+    cases = [c for c in _cases() if not ctx.smoke or c[0] in SMOKE]
+    tools = {c[3].tool for c in cases}
+    for tool in sorted(tools):
+        if tool not in ctx.tools:
+            ctx.note("%s: %s not found, its cases are skipped"
+                     % (NAME, tool))
+    cases = [c for c in cases if c[3].tool in ctx.tools]
+
+    root, body = _docroot(ctx)
+    servers = start_all(ctx, NAME, {"ROOT": root})
+    try:
+        for srv in list(servers):
+            why = _check(srv, body)
+            if why:
+                ctx.fail_server(NAME, srv, "does not serve the files: " +
+                                why)
+                stop_all(ctx, [srv])
+                servers.remove(srv)
+            elif srv.name == "corral":
+                ctx.passed += 1
+        out = []
+        for key, title, path, load in cases:
+            case = Case(NAME, key, title, load.label)
+            for srv in servers:
+                r = measure(ctx, srv, load, "/" + path)
+                case.results.append(r)
+                ctx.progress(case, r)
+                if srv.name != "corral":
+                    continue
+                if r.failed:
+                    ctx.failures.append("%s %s: corral: %s" % (
+                        NAME, title, r.note or
+                        "%d errors, %d requests" % (r.errors, r.requests)))
+                else:
+                    ctx.passed += 1
+            out.append(case)
+        if not cases:
+            say("%s: nothing to run" % NAME)
+        return out
+    finally:
+        stop_all(ctx, servers)
