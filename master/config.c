@@ -102,6 +102,10 @@ static const struct range {
 	{ "lingering_timeout",	 U_TIME, 1, DAY },
 	{ "file_cache_valid",	 U_TIME, 0, DAY },
 	{ "worker_shutdown_timeout", U_TIME, 0, DAY },
+	{ "cache|size",		 U_SIZE, 0, 64 * GB },
+	{ "cache|stripes",	 U_COUNT, 1, 4096 },
+	{ "cache|max_object",	 U_SIZE, 1, GB },
+	{ "cache|file_max",	 U_SIZE, 0, GB },
 	{ "worker_rlimit_nofile", U_COUNT, 0, 1048576 },
 };
 
@@ -120,6 +124,16 @@ static cfg_opt_t server_opts[] = {
 	CFG_STR_CB("root", NULL, CFGF_NODEFAULT, cb_root),
 	CFG_STR_LIST_CB("index", "{index.html}", CFGF_NONE, cb_index),
 	CFG_STR("access_log", "off", CFGF_NONE),
+	CFG_END()
+};
+
+static cfg_opt_t cache_opts[] = {
+	CFG_STR("path", "off", CFGF_NONE),
+	CFG_INT_CB("size", 64 * MB, CFGF_NONE, cb_size),
+	CFG_INT_CB("stripes", 16, CFGF_NONE, cb_count),
+	CFG_INT_CB("max_object", MB, CFGF_NONE, cb_size),
+	CFG_INT_CB("file_max", MB, CFGF_NONE, cb_size),
+	CFG_BOOL("persist", cfg_false, CFGF_NONE),
 	CFG_END()
 };
 
@@ -157,6 +171,7 @@ static cfg_opt_t opts[] = {
 	CFG_INT_CB("file_cache_valid", 1 * SEC, CFGF_NONE, cb_time),
 	CFG_INT_CB("file_cache_max_size", 64 * KB, CFGF_NONE, cb_size),
 
+	CFG_SEC("cache", cache_opts, CFGF_NONE),
 	CFG_SEC("server", server_opts, CFGF_MULTI),
 	CFG_END()
 };
@@ -216,7 +231,8 @@ fail(int line, const char *fmt, ...)
 static void
 on_cfg_error(cfg_t *cfg, const char *fmt, va_list ap)
 {
-	vfail(cfg->filename, cfg->line, fmt, ap);
+	/* Sections have no file name of their own. */
+	vfail(cfg->filename ? cfg->filename : ld->path, cfg->line, fmt, ap);
 }
 
 /* Digits and one suffix from tab; anything else is an error. */
@@ -554,7 +570,8 @@ validate_range(cfg_t *cfg, cfg_opt_t *opt)
 
 	note_line(cfg, opt);
 	for (r = ranges; r < ranges + nitems(ranges); r++)
-		if (strcmp(r->name, opt->name) == 0)
+		if (strcmp(strchr(r->name, '|') ? strchr(r->name, '|') + 1 :
+		    r->name, opt->name) == 0)
 			break;
 	if (r == ranges + nitems(ranges) || (v >= r->min && v <= r->max))
 		return 0;
@@ -574,6 +591,21 @@ validate_nonempty(cfg_t *cfg, cfg_opt_t *opt)
 		return 0;
 	cfg_error(cfg, "%s must not be empty", opt->name);
 	return -1;
+}
+
+static int
+validate_stripes(cfg_t *cfg, cfg_opt_t *opt)
+{
+	long v = cfg_opt_getnint(opt, 0);
+
+	if (validate_range(cfg, opt) == -1)
+		return -1;
+	if ((v & (v - 1)) != 0) {
+		cfg_error(cfg, "cache stripes must be a power of two, not %ld",
+		    v);
+		return -1;
+	}
+	return 0;
 }
 
 static int
@@ -687,6 +719,7 @@ static const struct {
 	{ "mime_types",		validate_nonempty },
 	{ "default_type",	validate_mime_type },
 	{ "server",		validate_server },
+	{ "cache|stripes",	validate_stripes },
 	{ "server|access_log",	validate_nonempty },
 };
 
@@ -950,6 +983,17 @@ build_server(cfg_t *sec, struct config_server *s)
 }
 
 static void
+build_cache(cfg_t *sec, struct config_cache *c)
+{
+	c->path = copy_path(cfg_getstr(sec, "path"), "off");
+	c->size = cfg_getint(sec, "size");
+	c->stripes = cfg_getint(sec, "stripes");
+	c->max_object = cfg_getint(sec, "max_object");
+	c->file_max = cfg_getint(sec, "file_max");
+	c->persist = cfg_getbool(sec, "persist");
+}
+
+static void
 build(cfg_t *cfg, struct config *cf)
 {
 	size_t i;
@@ -995,6 +1039,8 @@ build(cfg_t *cfg, struct config *cf)
 	cf->file_cache_entries = cfg_getint(cfg, "file_cache_entries");
 	cf->file_cache_valid_ms = cfg_getint(cfg, "file_cache_valid");
 	cf->file_cache_max_size = cfg_getint(cfg, "file_cache_max_size");
+
+	build_cache(cfg_getsec(cfg, "cache"), &cf->cache);
 
 	cf->nservers = cfg_size(cfg, "server");
 	if ((cf->servers = calloc(cf->nservers, sizeof(*cf->servers))) == NULL)
@@ -1079,5 +1125,6 @@ config_free(struct config *cf)
 	free(cf->group);
 	free(cf->mime_types);
 	free(cf->default_type);
+	free(cf->cache.path);
 	free(cf);
 }

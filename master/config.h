@@ -29,6 +29,17 @@ struct config_server {
 	char *access_log;		/* absolute path, or NULL when "off" */
 };
 
+/* The shared-memory store (shm/store.h). */
+struct config_cache {
+	char *path;			/* backing file, or NULL: anonymous */
+	uint64_t size;			/* 0 disables the store */
+	unsigned stripes;		/* a power of two */
+	uint64_t max_object;
+	uint64_t file_max;		/* static files up to this are served
+					   from the store */
+	bool persist;			/* keep the file's contents on restart */
+};
+
 struct config {
 	char *file;			/* absolute path of the config file */
 	int workers;			/* "auto" resolved to the CPU count */
@@ -66,6 +77,8 @@ struct config {
 	size_t file_cache_entries;
 	int file_cache_valid_ms;
 	size_t file_cache_max_size;	/* files up to this are kept in memory */
+
+	struct config_cache cache;
 
 	struct config_server *servers;	/* servers[0] is the default */
 	size_t nservers;

@@ -2,6 +2,7 @@
  * corral: a prefork HTTP/1.1 server with a shared-memory cache.
  */
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +12,7 @@
 #include "master/log.h"
 #include "master/master.h"
 #include "master/proctitle.h"
+#include "shm/store.h"
 #include "worker/static.h"
 
 #ifndef SYSCONFDIR
@@ -21,12 +23,14 @@ static void
 usage(FILE *out)
 {
 	fprintf(out,
-	    "usage: corral [-c FILE] [-t] [-f] [-q KEY] [-V] [-h]\n"
+	    "usage: corral [-c FILE] [-t] [-f] [-q KEY] [-s [-j]] [-V] [-h]\n"
 	    "  -c FILE  configuration file (default %s/corral.conf)\n"
 	    "  -t       check the configuration and exit\n"
 	    "  -f       stay in the foreground\n"
 	    "  -q KEY   print a setting (pid_file, error_log, listen, workers,\n"
 	    "           user) as corral resolves it, and exit\n"
+	    "  -s       print the shared cache's counters (needs cache.path)\n"
+	    "  -j       with -s, print them as JSON\n"
 	    "  -V       print the version and exit\n"
 	    "  -h       print this help and exit\n", SYSCONFDIR);
 }
@@ -74,18 +78,64 @@ query(const struct config *cf, const char *key)
 	return 0;
 }
 
+/* Reads the counters straight from the cache file, like varnishstat. */
+static int
+print_stats(const struct config *cf, bool json)
+{
+	struct store_stats st;
+	char err[512];
+
+	if (cf->cache.size == 0 || cf->cache.path == NULL) {
+		fprintf(stderr, "corral: %s: the cache has no file (cache.path)"
+		    "; its counters cannot be read from outside\n", cf->file);
+		return 1;
+	}
+	if (store_stats_read_file(cf->cache.path, &st, err, sizeof(err))
+	    == -1) {
+		fprintf(stderr, "corral: %s: %s\n", cf->cache.path, err);
+		return 1;
+	}
+	const struct { const char *name; uint64_t v; } rows[] = {
+		{ "gets", st.gets }, { "hits", st.hits },
+		{ "misses", st.misses }, { "stale_hits", st.stale_hits },
+		{ "sets", st.sets }, { "deletes", st.deletes },
+		{ "evictions", st.evictions },
+		{ "expirations", st.expirations },
+		{ "too_large", st.too_large }, { "nomem", st.nomem },
+		{ "lease_grants", st.lease_grants },
+		{ "lease_waits", st.lease_waits },
+		{ "lease_timeouts", st.lease_timeouts },
+		{ "lock_recoveries", st.lock_recoveries },
+		{ "corruptions", st.corruptions }, { "items", st.items },
+		{ "bytes_used", st.bytes_used },
+		{ "bytes_total", st.bytes_total },
+	};
+	size_t n = sizeof(rows) / sizeof(rows[0]);
+
+	for (size_t i = 0; i < n; i++) {
+		if (json)
+			printf("%s\"%s\": %llu%s", i == 0 ? "{" : "",
+			    rows[i].name, (unsigned long long)rows[i].v,
+			    i + 1 == n ? "}\n" : ", ");
+		else
+			printf("%s %llu\n", rows[i].name,
+			    (unsigned long long)rows[i].v);
+	}
+	return 0;
+}
+
 int
 main(int argc, char **argv)
 {
 	const char *path = SYSCONFDIR "/corral.conf", *key = NULL;
-	bool test = false, foreground = false;
+	bool test = false, foreground = false, stats = false, json = false;
 	struct mime_table *mime;
 	struct runtime *rt;
 	struct config *cf;
 	int ch, rc;
 
 	proctitle_init(argc, argv);
-	while ((ch = getopt(argc, argv, "c:tfq:Vh")) != -1) {
+	while ((ch = getopt(argc, argv, "c:tfq:sjVh")) != -1) {
 		switch (ch) {
 		case 'c':
 			path = optarg;
@@ -98,6 +148,12 @@ main(int argc, char **argv)
 			break;
 		case 'q':
 			key = optarg;
+			break;
+		case 's':
+			stats = true;
+			break;
+		case 'j':
+			json = true;
 			break;
 		case 'V':
 			printf("corral/" PACKAGE_VERSION "\n");
@@ -118,8 +174,8 @@ main(int argc, char **argv)
 	cf = load(path, &mime);
 	if (cf == NULL)
 		return 1;
-	if (key != NULL) {
-		rc = query(cf, key);
+	if (key != NULL || stats) {
+		rc = stats ? print_stats(cf, json) : query(cf, key);
 		mime_free(mime);
 		config_free(cf);
 		return rc;
@@ -132,6 +188,8 @@ main(int argc, char **argv)
 		return 0;
 	}
 
+	master_block_signals();
+	proctitle_set("corral: master process %s", cf->file);
 	if (master_check_pidfile(cf) == -1) {
 		mime_free(mime);
 		config_free(cf);
@@ -149,5 +207,9 @@ main(int argc, char **argv)
 	rt = runtime_open(cf, mime, NULL);
 	if (rt == NULL)
 		return 1;
+	if (master_open_store(rt) == -1) {
+		runtime_free(rt);
+		return 1;
+	}
 	return master_run(rt, foreground);
 }

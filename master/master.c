@@ -13,6 +13,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,6 +28,7 @@
 #include "master/log.h"
 #include "master/master.h"
 #include "master/proctitle.h"
+#include "shm/store.h"
 #include "worker/static.h"
 #include "worker/worker.h"
 
@@ -34,10 +36,14 @@
 #define RESPAWN_FAST_MS		2000	/* died sooner: back off */
 #define RESPAWN_MAX_DELAY_MS	30000
 #define TICK_MS			1000
+#define STORE_SLOTS_MIN		64	/* room for overlapping generations */
+#define STORE_MAX_REFS		4096	/* values one worker keeps pinned */
+#define SWEEP_BUDGET		512	/* entries reclaimed per tick */
 
 struct proc {
 	pid_t pid;			/* 0 while waiting to be respawned */
 	int slot;
+	int store_slot;			/* -1 when none is held */
 	unsigned gen;
 	bool retiring;			/* told to finish and exit */
 	bool terminated;		/* SIGTERM sent: next is SIGKILL */
@@ -53,6 +59,9 @@ static unsigned generation;
 static struct runtime *rt_cur;
 static sigset_t sigs;
 static bool stopping;
+static struct store *store;
+static bool *store_slot_used;
+static unsigned store_slots;
 
 static uint64_t
 now_ms(void)
@@ -89,24 +98,26 @@ pidfile_live(const char *path)
 	return (pid_t)pid;
 }
 
+/* Written to a temporary name and renamed, so no reader sees it half. */
 static int
 pidfile_write(const char *path)
 {
-	char buf[32];
+	char buf[32], tmp[PATH_MAX];
 	int fd, n;
 
-	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	snprintf(tmp, sizeof(tmp), "%s.%d", path, (int)getpid());
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	if (fd == -1) {
-		log_at(L_CRIT, errno, "open pid file %s", path);
+		log_at(L_CRIT, errno, "open pid file %s", tmp);
 		return -1;
 	}
 	n = snprintf(buf, sizeof(buf), "%d\n", (int)getpid());
-	if (write(fd, buf, (size_t)n) != n) {
+	if (write(fd, buf, (size_t)n) != n || close(fd) == -1 ||
+	    rename(tmp, path) == -1) {
 		log_at(L_CRIT, errno, "write pid file %s", path);
-		close(fd);
+		unlink(tmp);
 		return -1;
 	}
-	close(fd);
 	return 0;
 }
 
@@ -151,6 +162,83 @@ daemonize(void)
 		close(fd);
 }
 
+/* Shared store ---------------------------------------------------------- */
+
+static unsigned
+store_slot_count(const struct config *cf)
+{
+	unsigned n = (unsigned)cf->workers * 4;
+
+	return n > STORE_SLOTS_MIN ? n : STORE_SLOTS_MIN;
+}
+
+int
+master_open_store(struct runtime *rt)
+{
+	const struct config_cache *cc = &rt->cf->cache;
+	struct store_options o;
+	char err[512];
+
+	if (cc->size == 0)
+		return 0;
+	memset(&o, 0, sizeof(o));
+	o.path = cc->path;
+	o.size = cc->size;
+	o.stripes = cc->stripes;
+	o.max_object = cc->max_object;
+	o.persist = cc->persist;
+	o.max_slots = store_slot_count(rt->cf);
+	o.max_refs = STORE_MAX_REFS;
+	store = store_create(&o, err, sizeof(err));
+	if (store == NULL) {
+		log_crit("%s: cache: %s", rt->cf->file, err);
+		return -1;
+	}
+	store_slots = o.max_slots;
+	store_slot_used = calloc(store_slots, sizeof(bool));
+	if (store_slot_used == NULL) {
+		log_crit("cache: out of memory");
+		return -1;
+	}
+	if (store_note(store)[0] != '\0')
+		log_notice("cache %s: %s", cc->path, store_note(store));
+	rt->store = store;
+	return 0;
+}
+
+/* A store slot for a new worker; -1 when every slot is still in use. */
+static int
+store_slot_take(void)
+{
+	for (unsigned i = 0; i < store_slots; i++) {
+		if (!store_slot_used[i]) {
+			store_slot_used[i] = true;
+			return (int)i;
+		}
+	}
+	return -1;
+}
+
+/* A dead worker's pins, reservations and leases go back to the store. */
+static void
+store_slot_give(struct proc *p)
+{
+	if (p->store_slot < 0)
+		return;
+	store_reap_slot(store, (unsigned)p->store_slot);
+	store_slot_used[p->store_slot] = false;
+	p->store_slot = -1;
+}
+
+static bool
+cache_changed(const struct config_cache *a, const struct config_cache *b)
+{
+	return a->size != b->size || a->stripes != b->stripes ||
+	    a->max_object != b->max_object || a->persist != b->persist ||
+	    (a->path == NULL) != (b->path == NULL) ||
+	    (a->path != NULL && strcmp(a->path, b->path) != 0);
+}
+
 /* Workers -------------------------------------------------------------- */
 
 static struct proc *
@@ -172,6 +260,7 @@ proc_add(int slot)
 	p = &procs[nprocs++];
 	memset(p, 0, sizeof(*p));
 	p->slot = slot;
+	p->store_slot = -1;
 	p->gen = generation;
 	return p;
 }
@@ -181,6 +270,15 @@ spawn(struct proc *p)
 {
 	pid_t pid;
 
+	if (store != NULL && p->store_slot < 0) {
+		p->store_slot = store_slot_take();
+		if (p->store_slot < 0) {
+			/* Retiring generations still hold every slot. */
+			log_warn("worker %d waits for a cache slot", p->slot);
+			p->respawn_at_ms = now_ms() + TICK_MS;
+			return;
+		}
+	}
 	pid = fork();
 	if (pid == -1) {
 		log_at(L_ERROR, errno, "fork worker %d", p->slot);
@@ -188,14 +286,15 @@ spawn(struct proc *p)
 		return;
 	}
 	if (pid == 0) {
-		/* Die with the master rather than serve unsupervised. */
-		int slot = p->slot;
+		int slot = p->slot, sslot = p->store_slot;
 		unsigned gen = p->gen;
 
-		/* Signals stay blocked until the worker watches them. */
+		/* Die with the master rather than serve unsupervised.
+		 * Signals stay blocked until the worker watches them. */
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		free(procs);
-		worker_main(rt_cur, slot, gen);
+		free(store_slot_used);
+		worker_main(rt_cur, slot, gen, sslot);
 	}
 	p->pid = pid;
 	p->started_ms = now_ms();
@@ -278,6 +377,7 @@ reap(void)
 		p = proc_find(pid);
 		if (p == NULL)
 			continue;
+		store_slot_give(p);
 		if (p->retiring || stopping) {
 			log_info("worker %d of generation %u (pid %d) exited",
 			    p->slot, p->gen, (int)pid);
@@ -320,6 +420,7 @@ retire_all(unsigned gen)
 		}
 		if (p->pid == 0) {
 			/* Waiting to be respawned: nothing to retire. */
+			store_slot_give(p);
 			proc_remove(p);
 			continue;
 		}
@@ -335,6 +436,7 @@ terminate_all(void)
 
 	for (size_t i = 0; i < nprocs; i++) {
 		if (procs[i].pid == 0) {
+			store_slot_give(&procs[i]);
 			proc_remove(&procs[i--]);
 			continue;
 		}
@@ -405,6 +507,10 @@ reload(void)
 		log_error("reload aborted, the old config stays");
 		return;
 	}
+	rt->store = store;
+	if (cache_changed(&rt->cf->cache, &rt_cur->cf->cache))
+		log_warn("%s: the cache section changed; the running cache "
+		    "keeps its old settings until a restart", rt->cf->file);
 	if (log_open(rt->cf->error_log) == -1) {
 		log_at(L_ERROR, errno, "open %s; reload aborted",
 		    rt->cf->error_log);
@@ -503,14 +609,9 @@ handle_signal(int sig)
 	}
 }
 
-int
-master_run(struct runtime *rt, bool foreground)
+void
+master_block_signals(void)
 {
-	struct timespec ts;
-	uint64_t now, next;
-	int sig;
-
-	rt_cur = rt;
 	sigemptyset(&sigs);
 	sigaddset(&sigs, SIGCHLD);
 	sigaddset(&sigs, SIGTERM);
@@ -520,10 +621,18 @@ master_run(struct runtime *rt, bool foreground)
 	sigaddset(&sigs, SIGUSR1);
 	sigprocmask(SIG_BLOCK, &sigs, NULL);
 	signal(SIGPIPE, SIG_IGN);
+}
 
+int
+master_run(struct runtime *rt, bool foreground)
+{
+	struct timespec ts;
+	uint64_t now, next;
+	int sig;
+
+	rt_cur = rt;
 	if (!foreground)
 		daemonize();
-	proctitle_set("corral: master process %s", rt->cf->file);
 	generation = 1;
 	if (spawn_generation() == -1)
 		return 1;
@@ -547,11 +656,17 @@ master_run(struct runtime *rt, bool foreground)
 		sig = sigtimedwait(&sigs, NULL, &ts);
 		if (sig > 0)
 			handle_signal(sig);
+		else if (store != NULL)
+			store_sweep(store, SWEEP_BUDGET);
 	}
 	if (rt_cur->cf->pid_file != NULL)
 		unlink(rt_cur->cf->pid_file);
 	log_notice("exiting");
 	free(procs);
+	if (store != NULL) {
+		store_destroy(store);
+		free(store_slot_used);
+	}
 	runtime_free(rt_cur);
 	return 0;
 }

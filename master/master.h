@@ -12,6 +12,7 @@
 
 struct config;
 struct mime_table;
+struct store;
 
 /*
  * What the master prepares from a config and every worker inherits across
@@ -23,6 +24,8 @@ struct runtime {
 	int *listen_fds;		/* one per cf->listen */
 	int *root_fds;			/* one per cf->servers, O_PATH dirs */
 	int *access_fds;		/* one per cf->servers, -1 when off */
+	struct store *store;		/* shared by every generation; NULL
+					   when cache.size is 0 */
 	bool drop_privileges;		/* started as root: workers switch */
 	uid_t uid;
 	gid_t gid;
@@ -48,6 +51,18 @@ int runtime_open_log(const struct runtime *rt, const char *path);
 
 /* Fails, saying why on stderr, when a live corral holds the pid file. */
 int master_check_pidfile(const struct config *cf);
+
+/*
+ * Creates (or, with cache.persist, reopens) the shared-memory store before
+ * anything forks; NULL with a message on stderr when it cannot be had.
+ */
+int master_open_store(struct runtime *rt);
+
+/*
+ * Blocks the signals the master takes with sigtimedwait(); called before
+ * the sockets are bound, so a signal that comes early waits for the loop.
+ */
+void master_block_signals(void);
 
 /* Runs the master loop until the server stops; returns the exit status. */
 int master_run(struct runtime *rt, bool foreground);

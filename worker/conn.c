@@ -32,6 +32,7 @@
 #include "master/master.h"
 #include "worker/conn.h"
 #include "worker/static.h"
+#include "shm/store.h"
 
 #define IBUF_INIT	4096
 #define OBUF_INIT	4096
@@ -60,6 +61,14 @@ struct oseg {
 	off_t foff;		/* SEG_FILE offset */
 	size_t len;
 	struct fentry *ref;
+	struct pin *pin;
+};
+
+/* A store value pinned while segments that point into it are queued. */
+struct pin {
+	struct store_ref ref;
+	unsigned uses;
+	struct pin *next;	/* free list */
 };
 
 struct conn {
@@ -107,6 +116,7 @@ struct alog {
 
 static struct alog *alogs;
 static struct conn *all_conns;
+static struct pin *free_pins;
 
 static void alog_init(void);
 
@@ -116,6 +126,7 @@ static const char html[] = "Content-Type: text/html; charset=utf-8\r\n";
 static void conn_close(struct conn *c);
 static void conn_process(struct conn *c);
 static void conn_write(struct conn *c);
+static void req_forget(struct conn *c);
 
 const struct http_request *
 conn_req(const struct conn *c)
@@ -169,15 +180,29 @@ timer_cb(evutil_socket_t fd, short what, void *arg)
 	return;
 
 timeout408:
-	if (c->shead != c->stail) {
+	if (c->shead != c->stail || c->state == CS_BODY) {
+		/* In a body, the response went out already. */
 		conn_close(c);
 		return;
 	}
+	req_forget(c);
 	c->timer = T_NONE;
 	c->keepalive = false;
 	c->head = false;
 	resp_error(c, 408);
 	conn_write(c);
+}
+
+/*
+ * Drops what the last request pointed at: the header array is scratch
+ * shared by every connection of the worker, and the buffer has moved on.
+ */
+static void
+req_forget(struct conn *c)
+{
+	memset(&c->req.method_name, 0, sizeof(c->req.method_name));
+	c->req.headers = NULL;
+	c->req.nheaders = 0;
 }
 
 /* Idle list, so a graceful stop can close idle keep-alive connections. */
@@ -379,6 +404,16 @@ resp_body_mem(struct conn *c, const void *p, size_t len,
 }
 
 void
+resp_abort(struct conn *c)
+{
+	/* The promised length cannot be kept: the client sees a short body
+	 * and a close, never a wrong one. */
+	log_warn("client %s: response body unavailable; closing", c->peer);
+	c->keepalive = false;
+	c->close_after = true;
+}
+
+void
 resp_body_copy(struct conn *c, const void *p, size_t len)
 {
 	obuf_add(c, p, len);
@@ -402,6 +437,47 @@ resp_body_file(struct conn *c, struct fentry *ref, int fd, off_t off,
 	s->ref = ref;
 	if (ref != NULL)
 		fentry_ref(ref);
+}
+
+struct pin *
+pin_take(const struct store_ref *ref)
+{
+	struct pin *p = free_pins;
+
+	if (p != NULL)
+		free_pins = p->next;
+	else if ((p = malloc(sizeof(*p))) == NULL)
+		return NULL;
+	p->ref = *ref;
+	p->uses = 1;
+	return p;
+}
+
+void
+pin_put(struct pin *p)
+{
+	if (--p->uses > 0)
+		return;
+	store_release(worker.store, &p->ref);
+	p->next = free_pins;
+	free_pins = p;
+}
+
+void
+resp_body_pin(struct conn *c, struct pin *p, size_t off, size_t len)
+{
+	struct oseg *s;
+
+	if (len == 0)
+		return;
+	s = seg_new(c, SEG_MEM, len);
+	if (s == NULL) {
+		c->close_after = true;
+		return;
+	}
+	s->p = (const char *)p->ref.data + off;
+	s->pin = p;
+	p->uses++;
 }
 
 /* Statuses after which the rest of the input cannot be trusted. */
@@ -583,7 +659,10 @@ seg_done(struct oseg *s)
 {
 	if (s->ref != NULL)
 		fentry_release(s->ref);
+	if (s->pin != NULL)
+		pin_put(s->pin);
 	s->ref = NULL;
+	s->pin = NULL;
 }
 
 /* Consumes n written bytes from the head of the queue. */
@@ -935,7 +1014,7 @@ parse_one(struct conn *c)
 		log_info("client %s: %d: %s", c->peer, r->status,
 		    r->error ? r->error : "bad request");
 		c->keepalive = false;
-		memset(&r->method_name, 0, sizeof(r->method_name));
+		req_forget(c);
 		resp_error(c, r->status);
 		return false;
 	}
@@ -1156,8 +1235,14 @@ conn_close(struct conn *c)
 void
 conn_close_all(void)
 {
+	struct pin *p;
+
 	while (all_conns != NULL)
 		conn_close(all_conns);
+	while ((p = free_pins) != NULL) {
+		free_pins = p->next;
+		free(p);
+	}
 	access_log_flush();
 	free(alogs);
 	alogs = NULL;

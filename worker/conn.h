@@ -20,6 +20,9 @@ struct runtime;
 struct conn;
 struct fentry;
 struct fcache;
+struct pin;
+struct store;
+struct store_ref;
 
 /* One per worker process; set up by worker_main(). */
 struct worker {
@@ -33,6 +36,7 @@ struct worker {
 	struct http_limits limits;
 	struct http_header *headers;	/* parse scratch, cf->max_headers */
 	struct fcache *fcache;
+	struct store *store;		/* NULL when the cache is off */
 
 	/* "Server: ...\r\nDate: ...\r\n", rebuilt once a second. */
 	time_t now;
@@ -101,6 +105,18 @@ void resp_body_mem(struct conn *c, const void *p, size_t len,
 /* Queues part of an open file, sent with sendfile (or read+write). */
 void resp_body_file(struct conn *c, struct fentry *ref, int fd, off_t off,
     off_t len);
+
+/* Wraps a pinned store value so queued segments can share it. */
+struct pin *pin_take(const struct store_ref *ref);
+
+/* Drops one use of a pin; the last one releases the store value. */
+void pin_put(struct pin *p);
+
+/* Queues bytes of a pinned store value; the pin is released once sent. */
+void resp_body_pin(struct conn *c, struct pin *p, size_t off, size_t len);
+
+/* Gives up on a response whose headers are queued: close after them. */
+void resp_abort(struct conn *c);
 
 /* Copies small body bytes into the output buffer. */
 void resp_body_copy(struct conn *c, const void *p, size_t len);

@@ -8,6 +8,11 @@
  * bytes of a small one, and the header lines they need, so a hit costs no
  * system call at all.  Small bodies leave in the same sendmsg() as their
  * headers; large ones go out with sendfile().
+ *
+ * With the shared store on, the bytes of files up to cache.file_max live
+ * there once for all workers.  Their key holds the file's identity (device,
+ * inode, size, mtime), so a changed file is a new key and no worker can
+ * pair old headers with new bytes.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -29,6 +34,7 @@
 #include "master/master.h"
 #include "worker/conn.h"
 #include "worker/static.h"
+#include "shm/store.h"
 
 #define MAX_RANGES_QUEUED	16	/* keeps a response within its share
 					   of the output queue */
@@ -41,7 +47,11 @@ struct fentry {
 	bool cached;			/* in the table */
 	bool is_dir;
 	int err;			/* errno of the open, 0 if it worked */
-	int fd;				/* -1 when data holds the bytes */
+	int fd;				/* -1 when data or the store holds
+					   the bytes */
+	bool shared;			/* bytes in the shared store */
+	uint16_t skeylen;
+	char *skey;			/* store key when shared */
 	off_t size;
 	time_t mtime;
 	dev_t dev;
@@ -96,6 +106,7 @@ fentry_free(struct fentry *fe)
 		close(fe->fd);
 	free(fe->data);
 	free(fe->hdr);
+	free(fe->skey);
 	free(fe);
 }
 
@@ -316,6 +327,23 @@ fentry_headers(struct fentry *fe)
 	return true;
 }
 
+/* Binary store key: 'F', server, file identity, then the path. */
+static bool
+fentry_store_key(struct fentry *fe)
+{
+	uint64_t id[5] = { fe->srv, (uint64_t)fe->dev, (uint64_t)fe->ino,
+	    (uint64_t)fe->size, (uint64_t)fe->mtime };
+	size_t n = 1 + sizeof(id) + fe->keylen;
+
+	if (n > STORE_KEY_MAX || (fe->skey = malloc(n)) == NULL)
+		return false;
+	fe->skey[0] = 'F';
+	memcpy(fe->skey + 1, id, sizeof(id));
+	memcpy(fe->skey + 1 + sizeof(id), fe->key, fe->keylen);
+	fe->skeylen = (uint16_t)n;
+	return true;
+}
+
 /* Fills an entry from an open descriptor. */
 static void
 fentry_load(struct fcache *fc, struct fentry *fe, int fd,
@@ -342,6 +370,15 @@ fentry_load(struct fcache *fc, struct fentry *fe, int fd,
 		fe->type = fc->cf->default_type;
 	if (!fentry_headers(fe)) {
 		fe->err = ENOMEM;
+		close(fd);
+		return;
+	}
+	if (worker.store != NULL && fe->size > 0 &&
+	    (uint64_t)fe->size <= fc->cf->cache.file_max &&
+	    (uint64_t)fe->size <= fc->cf->cache.max_object &&
+	    fentry_store_key(fe)) {
+		/* The bytes are read into the store on first use. */
+		fe->shared = true;
 		close(fd);
 		return;
 	}
@@ -435,6 +472,9 @@ fcache_get(struct fcache *fc, size_t srv, const char *path, size_t len)
 			fe->refs++;
 			return fe;
 		}
+		/* The old version's bytes are of no use to anyone now. */
+		if (fe->shared)
+			store_delete(worker.store, fe->skey, fe->skeylen);
 		fcache_remove(fc, fe);
 	}
 	return fentry_open(fc, srv, path, len, hash);
@@ -442,13 +482,92 @@ fcache_get(struct fcache *fc, size_t srv, const char *path, size_t len)
 
 /* Responses ----------------------------------------------------------- */
 
+/* Opens the entry's file again, if it is still the same file. */
+static int
+fentry_reopen(const struct fentry *fe)
+{
+	struct stat st;
+	int fd;
+
+	fd = open_beneath(worker.rt->root_fds[fe->srv],
+	    fe->keylen > 1 ? fe->key + 1 : ".");
+	if (fd == -1)
+		return -1;
+	if (fstat(fd, &st) == -1 || st.st_dev != fe->dev ||
+	    st.st_ino != fe->ino || st.st_size != fe->size ||
+	    st.st_mtime != fe->mtime) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/*
+ * Reads the file into the store.  The space is reserved under the stripe
+ * lock but filled outside it, so no file I/O happens while a lock is held.
+ */
+static bool
+store_fill(struct fentry *fe)
+{
+	struct store_wref w;
+	bool ok;
+	int fd;
+
+	fd = fentry_reopen(fe);
+	if (fd == -1)
+		return false;
+	if (store_reserve(worker.store, fe->skey, fe->skeylen,
+	    (size_t)fe->size, 0, 0, &w) != STORE_OK) {
+		close(fd);
+		return false;
+	}
+	ok = read_all(fd, w.data, (size_t)fe->size);
+	close(fd);
+	if (!ok) {
+		store_abort(worker.store, &w);
+		return false;
+	}
+	return store_commit(worker.store, &w) == STORE_OK;
+}
+
+/* Queues a body from the store; false when the store cannot hold it. */
+static bool
+send_shared(struct conn *c, struct fentry *fe, off_t off, off_t len)
+{
+	struct store_ref ref;
+	struct pin *pin;
+
+	if (store_get(worker.store, fe->skey, fe->skeylen, &ref) != STORE_HIT &&
+	    (!store_fill(fe) || store_get(worker.store, fe->skey,
+	    fe->skeylen, &ref) != STORE_HIT))
+		return false;
+	if (ref.len != (size_t)fe->size ||
+	    (pin = pin_take(&ref)) == NULL) {
+		store_release(worker.store, &ref);
+		return false;
+	}
+	resp_body_pin(c, pin, (size_t)off, (size_t)len);
+	pin_put(pin);
+	return true;
+}
+
 static void
 send_body(struct conn *c, struct fentry *fe, off_t off, off_t len)
 {
-	if (fe->data != NULL)
+	if (fe->data != NULL) {
 		resp_body_mem(c, fe->data + off, (size_t)len, fe);
-	else
-		resp_body_file(c, fe, fe->fd, off, len);
+		return;
+	}
+	if (fe->shared && send_shared(c, fe, off, len))
+		return;
+	/* A full store, or a file that changed: send from the file. */
+	if (fe->fd == -1)
+		fe->fd = fentry_reopen(fe);
+	if (fe->fd == -1) {
+		resp_abort(c);
+		return;
+	}
+	resp_body_file(c, fe, fe->fd, off, len);
 }
 
 static void

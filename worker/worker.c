@@ -22,6 +22,7 @@
 #include "master/log.h"
 #include "master/master.h"
 #include "master/proctitle.h"
+#include "shm/store.h"
 #include "worker/conn.h"
 #include "worker/static.h"
 #include "worker/worker.h"
@@ -210,7 +211,8 @@ drop_privileges(const struct runtime *rt)
 }
 
 void
-worker_main(const struct runtime *rt, int slot, unsigned gen)
+worker_main(const struct runtime *rt, int slot, unsigned gen,
+    int store_slot)
 {
 	static const char tokens_on[] = "Server: corral/" PACKAGE_VERSION
 	    "\r\n";
@@ -236,6 +238,12 @@ worker_main(const struct runtime *rt, int slot, unsigned gen)
 	/* Test hook: a worker that dies at start, to exercise back-off. */
 	if (getenv("CORRAL_TEST_WORKER_EXIT") != NULL)
 		_exit(3);
+	if (rt->store != NULL) {
+		if (store_attach(rt->store, (unsigned)store_slot) == -1)
+			fatalx("cannot attach to the cache as slot %d",
+			    store_slot);
+		worker.store = rt->store;
+	}
 	drop_privileges(rt);
 
 	worker.rt = rt;

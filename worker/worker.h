@@ -7,8 +7,11 @@
 
 struct runtime;
 
-/* Runs worker number slot of generation gen; never returns. */
-void worker_main(const struct runtime *rt, int slot, unsigned gen)
-    __attribute__((noreturn));
+/*
+ * Runs worker number slot of generation gen, which uses store_slot in the
+ * shared store; never returns.
+ */
+void worker_main(const struct runtime *rt, int slot, unsigned gen,
+    int store_slot) __attribute__((noreturn));
 
 #endif

@@ -459,7 +459,8 @@ class Corral:
     """
 
     STRING_KEYS = {'error_log', 'log_level', 'pid_file', 'mime_types',
-                   'default_type', 'user', 'group', 'root', 'access_log'}
+                   'default_type', 'user', 'group', 'root', 'access_log',
+                   'path'}
 
     def __init__(self, server=None, vhosts=(), wrapper=None, **directives):
         self.tmp = tempfile.mkdtemp(prefix='corral-it-')
@@ -539,7 +540,12 @@ class Corral:
     def config_text(self):
         out = []
         for k, v in self.directives.items():
-            if v is not None:
+            if isinstance(v, dict):	# a section, e.g. cache { ... }
+                out.append('%s {' % k)
+                out.extend('  %s = %s' % (sk, self.value(sk, sv))
+                           for sk, sv in v.items() if sv is not None)
+                out.append('}')
+            elif v is not None:
                 out.append('%s = %s' % (k, self.value(k, v)))
         for s in self.servers:
             out.append('server {')

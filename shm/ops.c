@@ -1,0 +1,486 @@
+/*
+ * What workers do with the store: get, lookup with leases, set through a
+ * reservation, delete, release, and the sweep.  Each public function takes
+ * one stripe lock, calls do_* helpers, and drops it; wakeups and the copy
+ * of a value happen with no lock held.  Lock rules: see slab.c.
+ */
+#include <string.h>
+#include <unistd.h>
+
+#include "shm/store_impl.h"
+
+#define SWEEP_BATCH	16	/* buckets looked at per lock hold */
+
+/* memcached's rule: up to 30 days is relative, above it absolute. */
+static int64_t
+ttl_to_exptime(int64_t ttl, int64_t now)
+{
+	if (ttl == 0)
+		return 0;
+	if (ttl < 0)
+		return -1;	/* non-zero and in the past: expired */
+	if (ttl <= STORE_TTL_RELATIVE_MAX)
+		return now + ttl;
+	return ttl;
+}
+
+static bool
+key_ok(const struct store *s, size_t klen)
+{
+	return s->slot >= 0 && klen > 0 && klen <= STORE_KEY_MAX;
+}
+
+static bool
+is_placeholder(const struct item *it)
+{
+	return (it->iflags & IT_PLACEHOLDER) != 0;
+}
+
+/* Pins it for the caller; the slot record comes first so a crash leaves
+ * a trace that store_reap_slot() finds. */
+static enum store_result
+do_pin(struct store *s, struct item *it, bool stale, struct store_ref *ref)
+{
+	int rec = rec_claim(s, item_off(s, it) | REC_PIN);
+
+	if (rec < 0)
+		return STORE_NOREF;
+	it->refcount++;
+	ref->data = item_value(it);
+	ref->len = it->vlen;
+	ref->flags = it->flags;
+	ref->expires = it->exptime;
+	ref->stale = stale;
+	ref->off_ = item_off(s, it);
+	ref->rec_ = (uint32_t)rec;
+	return STORE_HIT;
+}
+
+/* A hit on a fresh item: pin it, count it and move it up its LRU. */
+static enum store_result
+do_hit(struct store *s, unsigned si, struct item *it, struct store_ref *ref)
+{
+	struct stripe *st = stripe_at(s, si);
+	enum store_result r = do_pin(s, it, false, ref);
+
+	if (r == STORE_HIT) {
+		CNT_ADD(st, hits, 1);
+		do_lru_bump(s, si, it);
+	} else {
+		CNT_ADD(st, misses, 1);
+	}
+	return r;
+}
+
+enum store_result
+store_get(struct store *s, const void *key, size_t klen,
+    struct store_ref *ref)
+{
+	uint64_t hash;
+	unsigned si;
+	struct stripe *st;
+	struct item *it;
+	enum store_result r = STORE_MISS;
+	int64_t now = store_now(s);
+
+	memset(ref, 0, sizeof(*ref));
+	if (!key_ok(s, klen))
+		return STORE_EINVAL;
+	hash = key_hash(s, key, klen);
+	si = stripe_of_hash(s, hash);
+	st = stripe_at(s, si);
+	if (stripe_lock(s, si) == -1)
+		return STORE_EINVAL;
+	CNT_ADD(st, gets, 1);
+	it = do_item_find(s, si, hash, key, klen);
+	if (it != NULL && !is_placeholder(it) && item_expired(it, now) &&
+	    !item_leased(it)) {
+		/* Lazy reclaim; a leased one stays for stale readers. */
+		CNT_ADD(st, expirations, 1);
+		do_item_unlink(s, si, it);
+		it = NULL;
+	}
+	if (it == NULL || is_placeholder(it) || item_expired(it, now))
+		CNT_ADD(st, misses, 1);
+	else
+		r = do_hit(s, si, it, ref);
+	stripe_unlock(s, si);
+	return r;
+}
+
+/* An item that only holds a lease, for a key with no value yet. */
+static struct item *
+do_placeholder(struct store *s, unsigned si, uint64_t hash, const void *key,
+    size_t klen)
+{
+	struct item *it;
+
+	it = do_item_alloc(s, si, ITEM_HDR + ALIGN(klen, 8));
+	if (it == NULL)
+		return NULL;
+	it->hash = hash;
+	it->klen = (uint16_t)klen;
+	it->vlen = 0;
+	it->flags = 0;
+	it->exptime = 0;
+	it->iflags = IT_PLACEHOLDER;
+	memcpy(item_key(it), key, klen);
+	it->csum = item_csum(it);
+	do_item_link(s, si, it);
+	return it;
+}
+
+/* Makes this slot the one filler of it; a placeholder dies on failure. */
+static enum store_result
+do_lease_grant(struct store *s, unsigned si, struct item *it, int64_t now,
+    struct store_ref *ref)
+{
+	int rec = rec_claim(s, item_off(s, it) | REC_LEASE);
+
+	if (rec < 0) {
+		if (is_placeholder(it))
+			do_item_unlink(s, si, it);
+		return STORE_NOREF;
+	}
+	it->lease_slot = (uint16_t)s->slot;
+	it->lease_pid = (int32_t)s->pid;
+	it->lease_rec = (uint32_t)rec;
+	it->lease_deadline = now + (int64_t)s->l.lease_timeout;
+	ref->lease_deadline = it->lease_deadline;
+	CNT_ADD(stripe_at(s, si), lease_grants, 1);
+	return STORE_LEASE;
+}
+
+/* Registers this slot as a waiter of the stripe: any lease end wakes it. */
+static enum store_result
+do_lease_wait(struct store *s, unsigned si, struct item *it,
+    struct store_ref *ref)
+{
+	uint64_t *w = waiters_at(s, si);
+
+	w[s->slot / 64] |= 1ULL << (s->slot % 64);
+	ref->lease_deadline = it->lease_deadline;
+	CNT_ADD(stripe_at(s, si), lease_waits, 1);
+	return STORE_WAIT;
+}
+
+/* The lease part of a lookup that found no fresh value. */
+static enum store_result
+do_lookup_miss(struct store *s, unsigned si, uint64_t hash, const void *key,
+    size_t klen, struct item *it, struct store_ref *ref)
+{
+	struct stripe *st = stripe_at(s, si);
+	int64_t now = store_now(s);
+	enum store_result r;
+	bool stale;
+
+	CNT_ADD(st, misses, 1);
+	if (it == NULL && (it = do_placeholder(s, si, hash, key, klen)) ==
+	    NULL) {
+		CNT_ADD(st, nomem, 1);
+		return STORE_NOMEM;
+	}
+	stale = !is_placeholder(it);
+	if (!item_leased(it))
+		r = do_lease_grant(s, si, it, now, ref);
+	else
+		r = do_lease_wait(s, si, it, ref);
+	if (r == STORE_NOREF || !stale || do_pin(s, it, true, ref) !=
+	    STORE_HIT)
+		return r;
+	CNT_ADD(st, stale_hits, 1);
+	return r == STORE_LEASE ? STORE_STALE_LEASE : STORE_STALE_WAIT;
+}
+
+enum store_result
+store_lookup(struct store *s, const void *key, size_t klen,
+    struct store_ref *ref)
+{
+	uint64_t hash;
+	unsigned si;
+	struct stripe *st;
+	struct item *it;
+	enum store_result r;
+	int64_t now = store_now(s);
+
+	memset(ref, 0, sizeof(*ref));
+	if (!key_ok(s, klen))
+		return STORE_EINVAL;
+	hash = key_hash(s, key, klen);
+	si = stripe_of_hash(s, hash);
+	st = stripe_at(s, si);
+	if (stripe_lock(s, si) == -1)
+		return STORE_EINVAL;
+	CNT_ADD(st, gets, 1);
+	it = do_item_find(s, si, hash, key, klen);
+	if (it != NULL && item_leased(it) && it->lease_deadline <= now) {
+		/* The filler ran out of time: the lease is up for grabs. */
+		CNT_ADD(st, lease_timeouts, 1);
+		if (do_lease_end(s, si, it))
+			it = NULL;
+	}
+	if (it != NULL && !is_placeholder(it) && !item_expired(it, now))
+		r = do_hit(s, si, it, ref);
+	else
+		r = do_lookup_miss(s, si, hash, key, klen, it, ref);
+	stripe_unlock(s, si);
+	return r;
+}
+
+void
+store_release(struct store *s, struct store_ref *ref)
+{
+	uint64_t v = ref->off_ | REC_PIN;
+	struct item *it;
+	uint64_t *rec;
+	int si;
+
+	if (ref->off_ == 0 || s->slot < 0 || ref->rec_ >= s->l.max_refs ||
+	    (si = stripe_of_off(s, ref->off_)) < 0)
+		return;
+	rec = &slot_at(s, (unsigned)s->slot)->rec[ref->rec_];
+	if (stripe_lock(s, (unsigned)si) == 0) {
+		if (__atomic_load_n(rec, __ATOMIC_RELAXED) == v) {
+			rec_clear(s, (unsigned)s->slot, ref->rec_, v);
+			if ((it = item_at(s, (unsigned)si, ref->off_)) != NULL)
+				do_item_unpin(s, (unsigned)si, it);
+		}
+		stripe_unlock(s, (unsigned)si);
+	}
+	memset(ref, 0, sizeof(*ref));
+}
+
+enum store_result
+store_reserve(struct store *s, const void *key, size_t klen, size_t vlen,
+    int64_t ttl, uint32_t flags, struct store_wref *w)
+{
+	uint64_t hash;
+	unsigned si;
+	struct stripe *st;
+	struct item *it;
+	int rec;
+
+	memset(w, 0, sizeof(*w));
+	if (!key_ok(s, klen))
+		return STORE_EINVAL;
+	hash = key_hash(s, key, klen);
+	si = stripe_of_hash(s, hash);
+	st = stripe_at(s, si);
+	if (vlen > s->l.max_object) {
+		/* The only counter bumped without the lock. */
+		__atomic_fetch_add(&st->c.too_large, 1, __ATOMIC_RELAXED);
+		return STORE_TOO_LARGE;
+	}
+	if (stripe_lock(s, si) == -1)
+		return STORE_EINVAL;
+	it = do_item_alloc(s, si, ITEM_HDR + ALIGN(klen, 8) + vlen);
+	if (it == NULL) {
+		CNT_ADD(st, nomem, 1);
+		stripe_unlock(s, si);
+		return STORE_NOMEM;
+	}
+	if ((rec = rec_claim(s, item_off(s, it) | REC_RESV)) < 0) {
+		do_item_free(s, si, it);
+		stripe_unlock(s, si);
+		return STORE_NOREF;
+	}
+	it->hash = hash;
+	it->klen = (uint16_t)klen;
+	it->vlen = (uint32_t)vlen;
+	it->flags = flags;
+	it->exptime = ttl_to_exptime(ttl, store_now(s));
+	it->refcount = 1;
+	memcpy(item_key(it), key, klen);
+	stripe_unlock(s, si);
+	w->data = item_value(it);
+	w->len = vlen;
+	w->off_ = item_off(s, it);
+	w->rec_ = (uint32_t)rec;
+	return STORE_OK;
+}
+
+/* The reservation behind w, if it is still this slot's; else NULL. */
+static struct item *
+do_wref_item(struct store *s, unsigned si, const struct store_wref *w)
+{
+	struct item *it = item_at(s, si, w->off_);
+	uint64_t *rec = slot_at(s, (unsigned)s->slot)->rec;
+
+	if (it == NULL || it->state != ST_RESV ||
+	    __atomic_load_n(&rec[w->rec_], __ATOMIC_RELAXED) !=
+	    (w->off_ | REC_RESV))
+		return NULL;
+	return it;
+}
+
+static int
+wref_stripe(const struct store *s, const struct store_wref *w)
+{
+	if (w->off_ == 0 || s->slot < 0 || w->rec_ >= s->l.max_refs)
+		return -1;
+	return stripe_of_off(s, w->off_);
+}
+
+enum store_result
+store_commit(struct store *s, struct store_wref *w)
+{
+	struct item *it, *old;
+	int si = wref_stripe(s, w);
+	enum store_result r = STORE_EINVAL;
+
+	if (si < 0 || stripe_lock(s, (unsigned)si) == -1)
+		return STORE_EINVAL;
+	if ((it = do_wref_item(s, (unsigned)si, w)) != NULL) {
+		old = do_item_find(s, (unsigned)si, it->hash, item_key(it),
+		    it->klen);
+		if (old != NULL)	/* also ends its lease, wakes */
+			do_item_unlink(s, (unsigned)si, old);
+		if (s->hook != NULL)
+			s->hook(s->hook_arg);
+		it->csum = item_csum(it);
+		do_item_link(s, (unsigned)si, it);
+		rec_clear(s, (unsigned)s->slot, w->rec_, w->off_ | REC_RESV);
+		it->refcount--;
+		CNT_ADD(stripe_at(s, (unsigned)si), sets, 1);
+		r = STORE_OK;
+	}
+	stripe_unlock(s, (unsigned)si);
+	memset(w, 0, sizeof(*w));
+	return r;
+}
+
+void
+store_abort(struct store *s, struct store_wref *w)
+{
+	struct item *it;
+	int si = wref_stripe(s, w);
+
+	if (si >= 0 && stripe_lock(s, (unsigned)si) == 0) {
+		if ((it = do_wref_item(s, (unsigned)si, w)) != NULL) {
+			rec_clear(s, (unsigned)s->slot, w->rec_,
+			    w->off_ | REC_RESV);
+			do_item_unpin(s, (unsigned)si, it);
+		}
+		stripe_unlock(s, (unsigned)si);
+	}
+	memset(w, 0, sizeof(*w));
+}
+
+enum store_result
+store_set(struct store *s, const void *key, size_t klen, const void *val,
+    size_t vlen, int64_t ttl, uint32_t flags)
+{
+	struct store_wref w;
+	enum store_result r;
+
+	r = store_reserve(s, key, klen, vlen, ttl, flags, &w);
+	if (r != STORE_OK)
+		return r;
+	memcpy(w.data, val, vlen);
+	return store_commit(s, &w);
+}
+
+enum store_result
+store_delete(struct store *s, const void *key, size_t klen)
+{
+	uint64_t hash;
+	unsigned si;
+	struct item *it;
+	enum store_result r = STORE_NOT_FOUND;
+
+	if (!key_ok(s, klen))
+		return STORE_EINVAL;
+	hash = key_hash(s, key, klen);
+	si = stripe_of_hash(s, hash);
+	if (stripe_lock(s, si) == -1)
+		return STORE_EINVAL;
+	it = do_item_find(s, si, hash, key, klen);
+	if (it != NULL) {
+		if (!is_placeholder(it) && !item_expired(it, store_now(s))) {
+			CNT_ADD(stripe_at(s, si), deletes, 1);
+			r = STORE_OK;
+		}
+		do_item_unlink(s, si, it);
+	}
+	stripe_unlock(s, si);
+	return r;
+}
+
+enum store_result
+store_lease_release(struct store *s, const void *key, size_t klen)
+{
+	uint64_t hash;
+	unsigned si;
+	struct item *it;
+	enum store_result r = STORE_NOT_FOUND;
+
+	if (!key_ok(s, klen))
+		return STORE_EINVAL;
+	hash = key_hash(s, key, klen);
+	si = stripe_of_hash(s, hash);
+	if (stripe_lock(s, si) == -1)
+		return STORE_EINVAL;
+	it = do_item_find(s, si, hash, key, klen);
+	if (it != NULL && item_leased(it) && it->lease_slot == s->slot &&
+	    it->lease_pid == s->pid) {
+		do_lease_end(s, si, it);
+		r = STORE_OK;
+	}
+	stripe_unlock(s, si);
+	return r;
+}
+
+/* One bucket of the sweep; returns the items looked at. */
+static size_t
+do_sweep_bucket(struct store *s, unsigned si, uint64_t b, int64_t now,
+    size_t *reclaimed)
+{
+	struct stripe *st = stripe_at(s, si);
+	struct item *it;
+	uint64_t off = *bucket_at(s, si, b);
+	size_t n = 0, max = s->l.npages * s->l.page_size / CHUNK_MIN;
+
+	while (off != 0 && n++ < max) {
+		it = item_at(s, si, off);
+		if (it == NULL || it->state != ST_LINKED) {
+			s->bad = true;
+			break;
+		}
+		off = it->hnext;	/* read before it may be unlinked */
+		if (item_leased(it) && it->lease_deadline <= now) {
+			CNT_ADD(st, lease_timeouts, 1);
+			if (do_lease_end(s, si, it))
+				continue;
+		}
+		if (!is_placeholder(it) && !item_leased(it) &&
+		    item_expired(it, now)) {
+			CNT_ADD(st, expirations, 1);
+			do_item_unlink(s, si, it);
+			(*reclaimed)++;
+		}
+	}
+	return n;
+}
+
+size_t
+store_sweep(struct store *s, size_t budget)
+{
+	uint64_t nb = s->l.nbuckets, total = nb * s->l.stripes, pos, b, n;
+	size_t seen = 0, reclaimed = 0;
+	int64_t now = store_now(s);
+	unsigned si;
+
+	/* At most one pass over the whole index per call. */
+	for (n = 0; seen < budget && n < total / SWEEP_BATCH; n++) {
+		/* Shared cursor: sweepers in several processes split work. */
+		pos = __atomic_fetch_add(&s->h->sweep_pos, SWEEP_BATCH,
+		    __ATOMIC_RELAXED) % total;
+		si = (unsigned)(pos / nb);
+		if (stripe_lock(s, si) == -1)
+			break;
+		for (b = pos % nb; b < pos % nb + SWEEP_BATCH && b < nb; b++)
+			seen += 1 + do_sweep_bucket(s, si, b, now, &reclaimed);
+		stripe_unlock(s, si);
+	}
+	return reclaimed;
+}

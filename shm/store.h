@@ -1,0 +1,155 @@
+/*
+ * The shared-memory store: one mapping made by the master before it forks,
+ * used by every worker.  Keys map to opaque values; a hit is a pinned
+ * reference into the mapping, so the caller writes the value to a socket
+ * without a copy and without holding any lock.  Leases make sure that one
+ * process, across all of them, refills a missing or expired key while the
+ * others wait on their slot's eventfd.
+ *
+ * Life cycle: the master calls store_create(), then forks; each child calls
+ * store_attach() with its slot number.  When a child dies the master calls
+ * store_reap_slot() for that slot (outside the signal handler), which drops
+ * its pins, reservations and leases.  The master calls store_sweep() now and
+ * then and store_destroy() at exit, after the workers are gone.
+ *
+ * TTLs follow memcached: 0 never expires, 1..2592000 are seconds from now,
+ * larger values are an absolute Unix time, negative values are expired.
+ * An expired entry is never a HIT.  store_get() reclaims it; store_lookup()
+ * keeps it readable as stale while a lease to refresh it is held, until
+ * it is replaced or store_sweep() reclaims it.
+ *
+ * After STORE_WAIT, watch store_wake_fd(s, own slot) for POLLIN, read the
+ * 8-byte counter, and look up again; wakeups can be spurious.  A waiter
+ * may also arm a timer for ref.lease_deadline, since a lapsed lease only
+ * wakes waiters when someone looks the key up or sweeps.
+ *
+ * A struct store is per process and not thread-safe; get, lookup, set and
+ * the other per-key calls need store_attach() first.
+ */
+#ifndef CORRAL_STORE_H
+#define CORRAL_STORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+#define STORE_KEY_MAX		1024	/* longest key, bytes */
+#define STORE_TTL_RELATIVE_MAX	2592000	/* 30 days: larger is absolute */
+
+struct store;
+
+struct store_options {
+	const char *path;	/* backing file; NULL: anonymous memory */
+	size_t size;		/* bytes of the whole mapping */
+	unsigned stripes;	/* lock stripes, a power of two */
+	size_t max_object;	/* largest value stored */
+	bool persist;		/* keep the contents of a matching file */
+	unsigned max_slots;	/* processes that attach: 0..max_slots-1 */
+	unsigned max_refs;	/* pins + leases one slot holds; 0: 1024 */
+	unsigned lease_timeout;	/* seconds a filler has; 0: 10 */
+};
+
+enum store_result {
+	STORE_OK = 0,		/* set, delete or release done */
+	STORE_HIT,		/* fresh value, pinned in the ref */
+	STORE_MISS,		/* store_get() found nothing fresh */
+	STORE_LEASE,		/* caller is now the one filler */
+	STORE_WAIT,		/* someone else fills: wait on the wake fd */
+	STORE_STALE_LEASE,	/* STORE_LEASE, and a stale value is pinned */
+	STORE_STALE_WAIT,	/* STORE_WAIT, and a stale value is pinned */
+	STORE_NOT_FOUND,	/* delete or lease release: no such key */
+	STORE_TOO_LARGE,	/* value over max_object: not stored */
+	STORE_NOMEM,		/* nothing could be evicted to make room */
+	STORE_NOREF,		/* this slot holds max_refs pins already */
+	STORE_EINVAL,		/* bad key or argument, or not attached */
+};
+
+/* A pinned value; the fields are read-only for the caller. */
+struct store_ref {
+	const void *data;	/* the value, in the mapping */
+	size_t len;
+	uint32_t flags;		/* the caller's metadata from the set */
+	int64_t expires;	/* absolute Unix time, 0: never */
+	int64_t lease_deadline;	/* WAIT: when the filler's lease lapses */
+	bool stale;		/* expired, served while being refreshed */
+	uint64_t off_;		/* private */
+	uint32_t rec_;		/* private */
+};
+
+/* Space reserved for a value that the caller copies in without the lock. */
+struct store_wref {
+	void *data;
+	size_t len;
+	uint64_t off_;		/* private */
+	uint32_t rec_;		/* private */
+};
+
+struct store_stats {
+	uint64_t gets, hits, misses, stale_hits;
+	uint64_t sets, deletes, evictions, expirations;
+	uint64_t too_large, nomem;
+	uint64_t lease_grants, lease_waits, lease_timeouts;
+	uint64_t lock_recoveries, corruptions;
+	uint64_t items, bytes_used, bytes_total;
+};
+
+/* Master, before fork: makes or (persist) reopens the mapping; NULL + err. */
+struct store *store_create(const struct store_options *opts, char *err,
+    size_t errlen);
+/* Child, after fork: takes slot; drops what a dead holder left. 0 or -1. */
+int store_attach(struct store *s, unsigned slot);
+/* The eventfd that wakes slot's waiters; readable means "look up again". */
+int store_wake_fd(const struct store *s, unsigned slot);
+/* Why a persistent store kept or dropped its contents ("" if no file). */
+const char *store_note(const struct store *s);
+
+/* Fresh value or STORE_MISS; never leases. Expired entries are reclaimed. */
+enum store_result store_get(struct store *s, const void *key, size_t klen,
+    struct store_ref *ref);
+/* HIT, or a lease outcome (see enum store_result) for a missing key. */
+enum store_result store_lookup(struct store *s, const void *key, size_t klen,
+    struct store_ref *ref);
+/* Unpins a value from get or lookup; the ref is then empty. */
+void store_release(struct store *s, struct store_ref *ref);
+
+/* Stores a copy of the value; also completes a lease on the key. */
+enum store_result store_set(struct store *s, const void *key, size_t klen,
+    const void *val, size_t vlen, int64_t ttl, uint32_t flags);
+/* Reserves vlen bytes at w->data for the caller to fill without the lock. */
+enum store_result store_reserve(struct store *s, const void *key,
+    size_t klen, size_t vlen, int64_t ttl, uint32_t flags,
+    struct store_wref *w);
+/* Publishes a filled reservation, replacing the key and ending its lease. */
+enum store_result store_commit(struct store *s, struct store_wref *w);
+/* Drops a reservation that will not be committed. */
+void store_abort(struct store *s, struct store_wref *w);
+/* Removes the key and ends any lease on it. */
+enum store_result store_delete(struct store *s, const void *key,
+    size_t klen);
+/* Gives up this slot's lease on key; the waiters are woken. */
+enum store_result store_lease_release(struct store *s, const void *key,
+    size_t klen);
+
+/* Reclaims expired entries and lapsed leases; returns entries reclaimed. */
+size_t store_sweep(struct store *s, size_t budget);
+/* Master: releases every pin, reservation and lease of a dead slot. */
+void store_reap_slot(struct store *s, unsigned slot);
+/* Sums the counters of every stripe. */
+void store_stats(const struct store *s, struct store_stats *out);
+/* Reads the counters of a store file without joining it. 0 or -1 + err. */
+int store_stats_read_file(const char *path, struct store_stats *out,
+    char *err, size_t errlen);
+/* Unmaps; the creator of a persistent store also marks the file clean. */
+void store_destroy(struct store *s);
+
+/* Replaces time(): seconds since the epoch, for tests. */
+void store_set_clock(struct store *s, int64_t (*now)(void *), void *arg);
+
+/* Test only: replaces the key hash (to force collisions). */
+void store_test_set_hash(struct store *s,
+    uint64_t (*hash)(const void *, size_t));
+/* Test only: called under the stripe lock in the middle of a commit. */
+void store_test_set_hook(struct store *s, void (*hook)(void *), void *arg);
+
+#endif

@@ -1,0 +1,161 @@
+"""
+The shared-memory cache as users see it: static files served from one copy
+for all workers, its counters read from outside (corral -s, corralctl
+stats), warm restart, and a clear start-up error when the file cannot be
+reserved.
+"""
+import json
+import os
+import re
+import shutil
+import subprocess
+import unittest
+
+from harness import BIN, CorralTestCase, Raw, read_text, wait_until
+
+CORRALCTL = os.environ.get('CORRALCTL') or os.path.join(
+    os.path.dirname(BIN), 'corralctl')
+
+
+def cache_section(path, **extra):
+    sec = {'path': path}
+    sec.update({k: Raw(v) for k, v in extra.items()})
+    return sec
+
+
+class CacheTest(CorralTestCase):
+
+    def stats(self, c):
+        out = subprocess.run([BIN, '-s', '-c', c.conf_path],
+                             capture_output=True, text=True, timeout=10)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        return {k: int(v) for k, v in
+                (line.split() for line in out.stdout.splitlines())}
+
+    def start_cached(self, cache_extra=None, **kw):
+        c = self.make(**kw)
+        self.store = os.path.join(c.tmp, 'cache.store')
+        c.directives['cache'] = cache_section(self.store,
+                                              **(cache_extra or {}))
+        with open(c.conf_path, 'w') as f:
+            f.write(c.config_text())
+        c.start()
+        return c
+
+    def test_one_fill_hits_from_both_workers(self):
+        c = self.start_cached(workers=2, log_level='debug')
+        data = os.urandom(20000)
+        c.write('page.bin', data)
+        served_by = set()
+        for i in range(200):
+            mark = c.log_mark()
+            r = c.get('/page.bin')
+            self.assertBody(r, data)
+            m = wait_until(lambda: re.search(r'\] \d+ worker (\d+): accept',
+                                             c.log_since(mark)), 5)
+            served_by.add(m.group(1))
+            if len(served_by) == 2 and i >= 20:
+                break
+        self.assertEqual(served_by, {'0', '1'}, 'one worker served all')
+        st = self.stats(c)
+        self.assertEqual(st['sets'], 1, st)
+        self.assertEqual(st['items'], 1, st)
+        # The first request missed, filled, then read the entry too.
+        self.assertEqual(st['misses'], 1, st)
+        self.assertEqual(st['hits'], i + 1, st)
+        self.assertGreaterEqual(st['bytes_used'], len(data))
+
+    def test_changed_file_is_a_new_entry(self):
+        c = self.start_cached(file_cache_valid=Raw('0s'))
+        c.write('page.txt', b'version one\n')
+        self.assertBody(c.get('/page.txt'), b'version one\n')
+        c.write('page.txt', b'version two, longer\n')
+        self.assertBody(c.get('/page.txt'), b'version two, longer\n')
+        st = self.stats(c)
+        self.assertEqual(st['sets'], 2, st)
+        self.assertEqual(st['items'], 1, st)	# the old one was dropped
+
+    def test_stats_json_and_corralctl(self):
+        c = self.start_cached()
+        c.write('a.txt', b'a' * 100)
+        for _ in range(3):
+            self.assertEqual(c.get('/a.txt').status, 200)
+        out = subprocess.run([BIN, '-s', '-j', '-c', c.conf_path],
+                             capture_output=True, text=True, timeout=10)
+        doc = json.loads(out.stdout)
+        self.assertEqual(doc['sets'], 1)
+        self.assertEqual(doc['hits'], 3)
+        if os.access(CORRALCTL, os.X_OK):
+            out = subprocess.run([CORRALCTL, '-c', c.conf_path, 'stats'],
+                                 capture_output=True, text=True, timeout=10)
+            self.assertEqual(out.returncode, 0, out.stderr)
+            self.assertIn('hits 3\n', out.stdout)
+            out = subprocess.run([CORRALCTL, '-c', c.conf_path, 'stats',
+                                  '--json'], capture_output=True, text=True,
+                                 timeout=10)
+            self.assertEqual(json.loads(out.stdout)['items'], 1)
+
+    def test_stats_need_a_file(self):
+        c = self.start()
+        out = subprocess.run([BIN, '-s', '-c', c.conf_path],
+                             capture_output=True, text=True, timeout=10)
+        self.assertEqual(out.returncode, 1)
+        self.assertIn('cache.path', out.stderr)
+
+    def test_warm_restart_keeps_contents(self):
+        c = self.start_cached(cache_extra={'persist': 'on'})
+        c.write('keep.txt', b'kept across restarts\n')
+        self.assertEqual(c.get('/keep.txt').status, 200)
+        c.stop()
+        c.proc = None
+        c.returncode = None
+        c.start()
+        # The port is bound before the cache is opened: wait for the note.
+        self.assertTrue(wait_until(
+            lambda: 'kept 1 items' in read_text(c.error_log), 5),
+            read_text(c.error_log))
+        self.assertBody(c.get('/keep.txt'), b'kept across restarts\n')
+        st = self.stats(c)
+        self.assertEqual(st['sets'], 1, st)	# served from the old mapping
+        self.assertGreaterEqual(st['hits'], 1, st)
+
+    def test_size_change_starts_empty_and_says_why(self):
+        c = self.start_cached(cache_extra={'persist': 'on'})
+        c.write('x.txt', b'x\n')
+        self.assertEqual(c.get('/x.txt').status, 200)
+        c.stop()
+        c.directives['cache'] = cache_section(self.store, persist='on',
+                                              size='40m')
+        with open(c.conf_path, 'w') as f:
+            f.write(c.config_text())
+        c.proc = None
+        c.returncode = None
+        c.start()
+        self.assertTrue(wait_until(lambda: re.search(
+            r'\[notice\].*cache .*started empty: .*(size|differ)',
+            read_text(c.error_log)), 5), read_text(c.error_log))
+        self.assertEqual(self.stats(c)['items'], 0)
+
+    @unittest.skipUnless(os.geteuid() == 0 and shutil.which('unshare'),
+                         'needs root and unshare to mount a small tmpfs')
+    def test_full_filesystem_fails_at_start(self):
+        c = self.make()
+        small = os.path.join(c.tmp, 'small')
+        os.mkdir(small)
+        c.directives['cache'] = cache_section(
+            os.path.join(small, 'cache.store'), size='64m')
+        with open(c.conf_path, 'w') as f:
+            f.write(c.config_text())
+        out = subprocess.run(
+            ['unshare', '-m', 'sh', '-c',
+             'mount -t tmpfs -o size=1m tmpfs "$1" && exec "$2" -f -c "$3"',
+             'sh', small, BIN, c.conf_path],
+            capture_output=True, text=True, timeout=30)
+        if 'mount' in out.stderr and out.returncode != 1:
+            self.skipTest('cannot mount here: ' + out.stderr)
+        self.assertEqual(out.returncode, 1, out.stderr)
+        self.assertRegex(out.stderr, r'cache: .*No space left on device')
+
+
+if __name__ == '__main__':
+    unittest.main()
