@@ -44,7 +44,7 @@ log_open(const char *path)
 		log_fd = STDERR_FILENO;
 		return 0;
 	}
-	fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+	fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0640);
 	if (fd == -1)
 		return -1;
 	if (log_fd != STDERR_FILENO)

@@ -80,7 +80,7 @@ runtime_open_log(const struct runtime *rt, const char *path)
 {
 	int fd;
 
-	fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+	fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0640);
 	if (fd == -1) {
 		log_at(L_CRIT, errno, "open %s", path);
 		return -1;

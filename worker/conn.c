@@ -584,7 +584,7 @@ access_log_reopen(void)
 			continue;
 		alog_write(&alogs[i]);
 		fd = open(cf->servers[i].access_log, O_WRONLY | O_APPEND |
-		    O_CREAT | O_CLOEXEC, 0644);
+		    O_CREAT | O_CLOEXEC, 0640);
 		if (fd == -1) {
 			log_at(L_ERROR, errno, "reopen %s",
 			    cf->servers[i].access_log);
