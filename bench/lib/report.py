@@ -73,6 +73,31 @@ def case_table(case):
     return "\n".join(lines)
 
 
+def is_ops(case):
+    """A table of operations per second (suite store), not of servers."""
+    return getattr(case, "kind", "") == "ops"
+
+
+def fmt_times(v):
+    if v is None:
+        return "-"
+    return "%.2f×" % v if v < 10 else "%.1f×" % v if v < 100 else \
+        "{:,.0f}×".format(v)
+
+
+def ops_table(case):
+    lines = [
+        "| operation | processes | CPUs | ops/s | vs memcached get | notes |",
+        "|---|--:|---|--:|--:|---|",
+    ]
+    for r in case.results:
+        lines.append("| %s | %d | %s | %s | %s | %s |" % (
+            r.op, r.procs, r.cpus,
+            "-" if r.ops_per_sec is None else fmt_rps(r.ops_per_sec),
+            fmt_times(r.ratio), r.note))
+    return "\n".join(lines)
+
+
 def targets(cases):
     """(what, goal, now, verdict) for each target of the README."""
     by_key = {(c.suite, c.key): c for c in cases}
@@ -92,10 +117,13 @@ def targets(cases):
     return rows
 
 
-def targets_table(cases):
+def targets_table(cases, kept=None):
+    """The targets as markdown; kept maps a target's text to the line to
+    keep instead (from an earlier run that had its suite)."""
     lines = ["| target | goal | now | |", "|---|---|--:|---|"]
     for row in targets(cases):
-        lines.append("| %s | %s | %s | %s |" % row)
+        lines.append((kept or {}).get(row[0]) or "| %s | %s | %s | %s |"
+                     % row)
     return "\n".join(lines)
 
 
@@ -117,6 +145,12 @@ def markdown(ctx, cases):
                "workers, from /proc) over the run, divided by the "
                "requests served. Lower is better; \"CPU vs nginx\" "
                "divides by nginx's in the same run.")
+    if any(is_ops(c) for c in cases):
+        out.append("- ops/s (suite store): operations per second of "
+                   "bench/store_bench, all its processes together. "
+                   "Higher is better; \"vs memcached get\" divides by "
+                   "memcached get from as many processes in the same "
+                   "run.")
     out.append("")
     out += ["## Targets", "", targets_table(cases), ""]
     suite = None
@@ -124,9 +158,10 @@ def markdown(ctx, cases):
         if case.suite != suite:
             suite = case.suite
             out += ["## %s" % suite, ""]
+        table = ops_table if is_ops(case) else case_table
         out += ["### %s" % case.title, "",
                 "Load: %s." % case.load, "",
-                case_table(case), ""]
+                table(case), ""]
     if ctx.notes:
         out += ["## Notes", ""]
         out += ["- %s" % n for n in ctx.notes]
@@ -147,7 +182,7 @@ def plot(ctx, cases, png):
     """CPU µs per request, one group of bars per case, one bar per server.
     Returns an error string, or None."""
     names = [s.name for s in ctx.servers]
-    cases = [c for c in cases if c.results]
+    cases = [c for c in cases if c.results and not is_ops(c)]
     if not cases:
         return "nothing to plot"
     data = os.path.join(ctx.workdir, "plot.dat")
@@ -188,8 +223,20 @@ plot for [i=2:%d] '%s' using i:xtic(1) title columnheader(i)
     return None
 
 
-def update_readme(path, ctx, cases):
-    """Rewrites the targets block of bench/README.md with this run."""
+def _kept_rows(block, ran):
+    """The target lines of an old README block whose suite did not run."""
+    wanted = {what for suite, _, what, _ in TARGETS if suite not in ran}
+    kept = {}
+    for line in block.splitlines():
+        cells = line.strip().strip("|").split("|")
+        if len(cells) == 4 and cells[0].strip() in wanted:
+            kept[cells[0].strip()] = line.strip()
+    return kept
+
+
+def update_readme(path, ctx, cases, ran):
+    """Rewrites the targets block of bench/README.md with this run; the
+    rows of suites that were not in it (ran) stay as they were."""
     try:
         with open(path) as f:
             text = f.read()
@@ -198,7 +245,11 @@ def update_readme(path, ctx, cases):
     i, j = text.find(README_BEGIN), text.find(README_END)
     if i < 0 or j < i:
         return
-    block = "%s\n%s\n\n(from bench/run on %s)\n" % (
-        README_BEGIN, targets_table(cases), ctx.date)
+    kept = _kept_rows(text[i:j], ran)
+    others = sorted({t[0] for t in TARGETS if t[2] in kept and
+                     "not measured" not in kept[t[2]]})
+    since = "; %s from an earlier run" % ", ".join(others) if others else ""
+    block = "%s\n%s\n\n(from bench/run on %s%s)\n" % (
+        README_BEGIN, targets_table(cases, kept), ctx.date, since)
     with open(path, "w") as f:
         f.write(text[:i] + block + text[j:])
