@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "worker/http.h"
+#include "worker/http_lex.h"
 
 #define SECS_PER_DAY	86400
 
@@ -282,13 +283,6 @@ http_date_parse(const char *p, size_t len)
 	return (time_t)v;
 }
 
-static const char *
-skip_ows(const char *p, const char *end)
-{
-	while (p < end && (*p == ' ' || *p == '\t'))
-		p++;
-	return p;
-}
 
 static const char *
 trim_ows(const char *p, const char *end)
@@ -350,7 +344,7 @@ http_etag_match(const char *list, size_t len, const char *etag,
 
 	if (list == NULL)
 		return false;
-	p = skip_ows(list, list + len);
+	p = http_skip_ows(list, list + len);
 	end = trim_ows(p, list + len);
 	if (end - p == 1 && *p == '*')
 		return true;
@@ -359,7 +353,7 @@ http_etag_match(const char *list, size_t len, const char *etag,
 	    read_etag(etag, etag + etaglen, &mine, &mine_weak) ==
 	    etag + etaglen;
 	for (;;) {
-		p = skip_ows(p, end);
+		p = http_skip_ows(p, end);
 		if (p < end && *p != ',') {
 			p = read_etag(p, end, &theirs, &theirs_weak);
 			if (p == NULL)
@@ -367,7 +361,7 @@ http_etag_match(const char *list, size_t len, const char *etag,
 			if (have && span_eq(mine, theirs) &&
 			    (weak || (!mine_weak && !theirs_weak)))
 				found = true;
-			p = skip_ows(p, end);
+			p = http_skip_ows(p, end);
 		}
 		if (p == end)
 			break;
@@ -381,7 +375,7 @@ static time_t
 span_date(struct span s)
 {
 	const char *end = trim_ows(s.p, s.p + s.len);
-	const char *p = skip_ows(s.p, end);
+	const char *p = http_skip_ows(s.p, end);
 
 	return http_date_parse(p, (size_t)(end - p));
 }
@@ -437,7 +431,7 @@ http_if_range(const struct http_request *r, const char *etag,
 	if (r->if_range.p == NULL)
 		return true;
 	end = trim_ows(r->if_range.p, r->if_range.p + r->if_range.len);
-	p = skip_ows(r->if_range.p, end);
+	p = http_skip_ows(r->if_range.p, end);
 
 	/* A date starts with a day name, perhaps "Wed", but never "W/". */
 	if (p < end && (*p == '"' || (end - p >= 2 && p[0] == 'W' &&

@@ -13,68 +13,9 @@
 #include <sys/types.h>
 
 #include "worker/http.h"
+#include "worker/http_lex.h"
 
-/* Character classes, one byte of flags per octet. */
-#define C_TCHAR		0x01	/* token (RFC 9110 section 5.6.2) */
-#define C_TARGET	0x02	/* request-target: 0x21-0x7e, not '#' */
-#define C_VALUE		0x04	/* field-value and obs-text */
-#define C_HOST		0x08	/* reg-name: unreserved, sub-delims */
-#define C_HEX		0x10
-#define C_DIGIT		0x20
-#define C_WS		0x40	/* SP, HTAB */
 
-/* The combinations that occur, short enough for a 16-column table. */
-#define NO	0				/* CTL, DEL */
-#define WS	(C_VALUE | C_WS)		/* SP, HTAB */
-#define OB	C_VALUE				/* obs-text */
-#define HS	(C_TCHAR | C_VALUE)		/* '#' */
-#define DL	(C_TARGET | C_VALUE)		/* delimiters */
-#define SD	(C_TARGET | C_VALUE | C_HOST)	/* ( ) , ; = */
-#define TO	(C_TCHAR | C_TARGET | C_VALUE)	/* % ^ ` | */
-#define TH	(TO | C_HOST)			/* letters ! - . */
-#define HX	(TH | C_HEX)			/* A-F a-f */
-#define DG	(HX | C_DIGIT)			/* 0-9 */
-
-static const uint8_t cls[256] = {
-	/* 0x00 */
-	NO, NO, NO, NO, NO, NO, NO, NO, NO, WS, NO, NO, NO, NO, NO, NO,
-	/* 0x10 */
-	NO, NO, NO, NO, NO, NO, NO, NO, NO, NO, NO, NO, NO, NO, NO, NO,
-	/* SP !  "  #  $  %  &  '  (  )  *  +  ,  -  .  / */
-	WS, TH, DL, HS, TH, TO, TH, TH, SD, SD, TH, TH, SD, TH, TH, DL,
-	/* 0  1  2  3  4  5  6  7  8  9  :  ;  <  =  >  ? */
-	DG, DG, DG, DG, DG, DG, DG, DG, DG, DG, DL, SD, DL, SD, DL, DL,
-	/* @  A  B  C  D  E  F  G  H  I  J  K  L  M  N  O */
-	DL, HX, HX, HX, HX, HX, HX, TH, TH, TH, TH, TH, TH, TH, TH, TH,
-	/* P  Q  R  S  T  U  V  W  X  Y  Z  [  \  ]  ^  _ */
-	TH, TH, TH, TH, TH, TH, TH, TH, TH, TH, TH, DL, DL, DL, TO, TH,
-	/* `  a  b  c  d  e  f  g  h  i  j  k  l  m  n  o */
-	TO, HX, HX, HX, HX, HX, HX, TH, TH, TH, TH, TH, TH, TH, TH, TH,
-	/* p  q  r  s  t  u  v  w  x  y  z  {  |  }  ~  DEL */
-	TH, TH, TH, TH, TH, TH, TH, TH, TH, TH, TH, DL, TO, DL, TH, NO,
-	/* 0x80-0xff: obs-text */
-	OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB,
-	OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB,
-	OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB,
-	OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB,
-	OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB,
-	OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB,
-	OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB,
-	OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB,
-};
-
-#undef NO
-#undef WS
-#undef OB
-#undef HS
-#undef DL
-#undef SD
-#undef TO
-#undef TH
-#undef HX
-#undef DG
-
-#define IS(c, f)	((cls[(unsigned char)(c)] & (f)) != 0)
 
 /*
  * *scan holds the resume offset in its low bits and, in the top bit,
@@ -111,31 +52,8 @@ struct fields {
 	bool expect_other;
 };
 
-static inline unsigned char
-lower(unsigned char c)
-{
-	return c >= 'A' && c <= 'Z' ? c | 0x20 : c;
-}
 
-/* Compares n bytes with a lower case literal, ignoring the case of p. */
-static bool
-ieq(const char *p, const char *lc, size_t n)
-{
-	size_t i;
 
-	for (i = 0; i < n; i++)
-		if (lower((unsigned char)p[i]) != (unsigned char)lc[i])
-			return false;
-	return true;
-}
-
-static bool
-span_ieq(struct span s, const char *lc)
-{
-	size_t n = strlen(lc);
-
-	return s.len == n && ieq(s.p, lc, n);
-}
 
 static int
 fail(struct http_request *r, int status, const char *why)
@@ -268,7 +186,7 @@ absolute_form(struct http_request *r, const char *p, size_t n)
 	const char *a = p, *end = p + n, *e;
 	ssize_t hl;
 
-	a += ieq(p, "http://", 7) ? 7 : 8;
+	a += http_ieq(p, "http://", 7) ? 7 : 8;
 	for (e = a; e < end && *e != '/' && *e != '?'; e++)
 		if (*e == '@')
 			return fail(r, 400, "userinfo in request target");
@@ -320,7 +238,7 @@ target_form(struct http_request *r)
 		r->path = r->target;
 		return HTTP_OK;
 	}
-	if ((n > 7 && ieq(p, "http://", 7)) || (n > 8 && ieq(p, "https://", 8)))
+	if ((n > 7 && http_ieq(p, "http://", 7)) || (n > 8 && http_ieq(p, "https://", 8)))
 		return absolute_form(r, p, n);
 	return fail(r, 400, "invalid request target");
 }
@@ -373,104 +291,57 @@ field_lookup(const char *p, size_t n)
 {
 	switch (n) {
 	case 4:
-		if (ieq(p, "host", 4))
+		if (http_ieq(p, "host", 4))
 			return F_HOST;
 		break;
 	case 5:
-		if (ieq(p, "range", 5))
+		if (http_ieq(p, "range", 5))
 			return F_RANGE;
 		break;
 	case 6:
-		if (ieq(p, "expect", 6))
+		if (http_ieq(p, "expect", 6))
 			return F_EXPECT;
 		break;
 	case 8:
-		if (ieq(p, "if-match", 8))
+		if (http_ieq(p, "if-match", 8))
 			return F_IF_MATCH;
-		if (ieq(p, "if-range", 8))
+		if (http_ieq(p, "if-range", 8))
 			return F_IF_RANGE;
 		break;
 	case 10:
-		if (ieq(p, "connection", 10))
+		if (http_ieq(p, "connection", 10))
 			return F_CONNECTION;
 		break;
 	case 13:
-		if (ieq(p, "if-none-match", 13))
+		if (http_ieq(p, "if-none-match", 13))
 			return F_IF_NONE_MATCH;
 		break;
 	case 14:
-		if (ieq(p, "content-length", 14))
+		if (http_ieq(p, "content-length", 14))
 			return F_CONTENT_LENGTH;
 		break;
 	case 17:
-		if (ieq(p, "transfer-encoding", 17))
+		if (http_ieq(p, "transfer-encoding", 17))
 			return F_TRANSFER_ENCODING;
-		if (ieq(p, "if-modified-since", 17))
+		if (http_ieq(p, "if-modified-since", 17))
 			return F_IF_MODIFIED_SINCE;
 		break;
 	case 19:
-		if (ieq(p, "if-unmodified-since", 19))
+		if (http_ieq(p, "if-unmodified-since", 19))
 			return F_IF_UNMODIFIED_SINCE;
 		break;
 	}
 	return F_OTHER;
 }
 
-/*
- * Returns the next element of a comma-separated list without its OWS;
- * empty elements are skipped (RFC 9110 section 5.6.1).
- */
-static bool
-list_next(const char **pp, const char *end, struct span *e)
-{
-	const char *p = *pp, *s;
 
-	while (p < end && (*p == ',' || IS(*p, C_WS)))
-		p++;
-	if (p == end)
-		return false;
-	s = p;
-	while (p < end && *p != ',')
-		p++;
-	*pp = p;
-	while (IS(p[-1], C_WS))
-		p--;
-	e->p = s;
-	e->len = (size_t)(p - s);
-	return true;
-}
-
-static size_t
-token_len(struct span s)
-{
-	size_t i;
-
-	for (i = 0; i < s.len && IS(s.p[i], C_TCHAR); i++)
-		;
-	return i;
-}
 
 static int
 content_length(struct http_request *r, struct span v)
 {
-	int64_t n = 0;
-	size_t i;
-	int d;
+	const char *why = http_content_length(v, &r->content_length);
 
-	if (r->content_length != -1)
-		return fail(r, 400, "duplicate Content-Length");
-	if (v.len == 0)
-		return fail(r, 400, "empty Content-Length");
-	for (i = 0; i < v.len; i++) {
-		if (!IS(v.p[i], C_DIGIT))
-			return fail(r, 400, "invalid Content-Length");
-		d = v.p[i] - '0';
-		if (n > (INT64_MAX - d) / 10)
-			return fail(r, 400, "Content-Length too large");
-		n = n * 10 + d;
-	}
-	r->content_length = n;
-	return HTTP_OK;
+	return why == NULL ? HTTP_OK : fail(r, 400, why);
 }
 
 /*
@@ -487,9 +358,9 @@ transfer_encoding(struct http_request *r, struct fields *f, struct span v)
 	if (r->version == 10)
 		return fail(r, 400, "Transfer-Encoding in HTTP/1.0");
 	f->has_te = true;
-	while (list_next(&p, end, &e)) {
-		n = token_len(e);
-		if (n == e.len && span_ieq(e, "chunked"))
+	while (http_list_next(&p, end, &e)) {
+		n = http_token_len(e);
+		if (n == e.len && http_span_ieq(e, "chunked"))
 			f->te_chunked++;
 		else if (n == e.len)
 			f->te_other = true;
@@ -509,18 +380,10 @@ transfer_encoding(struct http_request *r, struct fields *f, struct span v)
 static int
 connection(struct http_request *r, struct fields *f, struct span v)
 {
-	const char *p = v.p, *end = v.p + v.len;
-	struct span e;
+	const char *why = http_connection(v, &f->conn_close,
+	    &f->conn_keepalive);
 
-	while (list_next(&p, end, &e)) {
-		if (token_len(e) != e.len)
-			return fail(r, 400, "invalid Connection");
-		if (span_ieq(e, "close"))
-			f->conn_close = true;
-		else if (span_ieq(e, "keep-alive"))
-			f->conn_keepalive = true;
-	}
-	return HTTP_OK;
+	return why == NULL ? HTTP_OK : fail(r, 400, why);
 }
 
 /* HTTP/1.0 has no Expect (RFC 9110 section 10.1.1): ignore it there. */
@@ -532,8 +395,8 @@ expect(struct http_request *r, struct fields *f, struct span v)
 
 	if (r->version == 10)
 		return;
-	while (list_next(&p, end, &e)) {
-		if (span_ieq(e, "100-continue"))
+	while (http_list_next(&p, end, &e)) {
+		if (http_span_ieq(e, "100-continue"))
 			r->expect_continue = true;
 		else
 			f->expect_other = true;
@@ -600,38 +463,9 @@ field(struct http_request *r, struct fields *f, const struct http_header *h)
 static int
 field_line(struct http_request *r, const char **pp, struct http_header *h)
 {
-	const char *p = *pp, *v, *e;
+	const char *why = http_field_line(pp, h);
 
-	if (IS(*p, C_WS))
-		return fail(r, 400, "obs-fold in header");
-	h->name.p = p;
-	while (IS(*p, C_TCHAR))
-		p++;
-	h->name.len = (size_t)(p - h->name.p);
-	if (*p != ':') {
-		if (IS(*p, C_WS))
-			return fail(r, 400, "whitespace before colon");
-		if (*p == '\r')
-			return fail(r, 400, "missing colon in header");
-		return fail(r, 400, "invalid character in field name");
-	}
-	if (h->name.len == 0)
-		return fail(r, 400, "empty field name");
-
-	p++;
-	while (IS(*p, C_WS))
-		p++;
-	v = p;
-	while (IS(*p, C_VALUE))
-		p++;
-	if (*p != '\r')
-		return fail(r, 400, "invalid character in field value");
-	for (e = p; e > v && IS(e[-1], C_WS); e--)
-		;
-	h->value.p = v;
-	h->value.len = (size_t)(e - v);
-	*pp = p + 2;
-	return HTTP_OK;
+	return why == NULL ? HTTP_OK : fail(r, 400, why);
 }
 
 /* The checks that need all fields, in order of severity. */
@@ -730,8 +564,8 @@ http_header_get(const struct http_request *r, const char *name)
 		if (h->name.len != n)
 			continue;
 		for (j = 0; j < n; j++)
-			if (lower((unsigned char)h->name.p[j]) !=
-			    lower((unsigned char)name[j]))
+			if (http_lower((unsigned char)h->name.p[j]) !=
+			    http_lower((unsigned char)name[j]))
 				break;
 		if (j == n)
 			return h->value;
@@ -773,7 +607,7 @@ hexval(unsigned char c)
 {
 	if (IS(c, C_DIGIT))
 		return c - '0';
-	return lower(c) - 'a' + 10;
+	return http_lower(c) - 'a' + 10;
 }
 
 /* One byte of framing; returns HTTP_OK to go on or HTTP_ERROR. */

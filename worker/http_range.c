@@ -11,14 +11,8 @@
 #include <stdint.h>
 
 #include "worker/http.h"
+#include "worker/http_lex.h"
 
-static const char *
-skip_ows(const char *p, const char *end)
-{
-	while (p < end && (*p == ' ' || *p == '\t'))
-		p++;
-	return p;
-}
 
 /* Reads 1*DIGIT; NULL when there is no digit or the number needs > 64 bits. */
 static const char *
@@ -137,14 +131,14 @@ http_range_parse(const char *v, size_t len, uint64_t size,
 
 	p = v + sizeof("bytes=") - 1;
 	for (;;) {
-		p = skip_ows(p, end);
+		p = http_skip_ows(p, end);
 		if (p < end && *p != ',') {
 			p = read_spec(p, end, size, &r, &ok);
 			if (p == NULL || ++specs > max)
 				return HTTP_RANGE_NONE;
 			if (ok)
 				out[kept++] = r;
-			p = skip_ows(p, end);
+			p = http_skip_ows(p, end);
 		}
 		if (p == end)
 			break;

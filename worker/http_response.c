@@ -15,55 +15,10 @@
 #include <sys/types.h>
 
 #include "worker/http.h"
+#include "worker/http_lex.h"
 #include "worker/http_response.h"
 
-/* Character classes, one byte of flags per octet. */
-#define C_TCHAR		0x01	/* token (RFC 9110 section 5.6.2) */
-#define C_VALUE		0x02	/* field-value, reason-phrase, obs-text */
-#define C_DIGIT		0x04
-#define C_WS		0x08	/* SP, HTAB */
 
-#define NO	0				/* CTL, DEL */
-#define WS	(C_VALUE | C_WS)		/* SP, HTAB */
-#define VA	C_VALUE				/* delimiters, obs-text */
-#define TK	(C_TCHAR | C_VALUE)		/* letters, ! # $ ... */
-#define DG	(TK | C_DIGIT)			/* 0-9 */
-
-static const uint8_t cls[256] = {
-	/* 0x00 */
-	NO, NO, NO, NO, NO, NO, NO, NO, NO, WS, NO, NO, NO, NO, NO, NO,
-	/* 0x10 */
-	NO, NO, NO, NO, NO, NO, NO, NO, NO, NO, NO, NO, NO, NO, NO, NO,
-	/* SP !  "  #  $  %  &  '  (  )  *  +  ,  -  .  / */
-	WS, TK, VA, TK, TK, TK, TK, TK, VA, VA, TK, TK, VA, TK, TK, VA,
-	/* 0  1  2  3  4  5  6  7  8  9  :  ;  <  =  >  ? */
-	DG, DG, DG, DG, DG, DG, DG, DG, DG, DG, VA, VA, VA, VA, VA, VA,
-	/* @  A  B  C  D  E  F  G  H  I  J  K  L  M  N  O */
-	VA, TK, TK, TK, TK, TK, TK, TK, TK, TK, TK, TK, TK, TK, TK, TK,
-	/* P  Q  R  S  T  U  V  W  X  Y  Z  [  \  ]  ^  _ */
-	TK, TK, TK, TK, TK, TK, TK, TK, TK, TK, TK, VA, VA, VA, TK, TK,
-	/* `  a  b  c  d  e  f  g  h  i  j  k  l  m  n  o */
-	TK, TK, TK, TK, TK, TK, TK, TK, TK, TK, TK, TK, TK, TK, TK, TK,
-	/* p  q  r  s  t  u  v  w  x  y  z  {  |  }  ~  DEL */
-	TK, TK, TK, TK, TK, TK, TK, TK, TK, TK, TK, VA, TK, VA, TK, NO,
-	/* 0x80-0xff: obs-text */
-	VA, VA, VA, VA, VA, VA, VA, VA, VA, VA, VA, VA, VA, VA, VA, VA,
-	VA, VA, VA, VA, VA, VA, VA, VA, VA, VA, VA, VA, VA, VA, VA, VA,
-	VA, VA, VA, VA, VA, VA, VA, VA, VA, VA, VA, VA, VA, VA, VA, VA,
-	VA, VA, VA, VA, VA, VA, VA, VA, VA, VA, VA, VA, VA, VA, VA, VA,
-	VA, VA, VA, VA, VA, VA, VA, VA, VA, VA, VA, VA, VA, VA, VA, VA,
-	VA, VA, VA, VA, VA, VA, VA, VA, VA, VA, VA, VA, VA, VA, VA, VA,
-	VA, VA, VA, VA, VA, VA, VA, VA, VA, VA, VA, VA, VA, VA, VA, VA,
-	VA, VA, VA, VA, VA, VA, VA, VA, VA, VA, VA, VA, VA, VA, VA, VA,
-};
-
-#undef NO
-#undef WS
-#undef VA
-#undef TK
-#undef DG
-
-#define IS(c, f)	((cls[(unsigned char)(c)] & (f)) != 0)
 
 /* Header fields the parser acts on. */
 enum field {
@@ -116,31 +71,8 @@ struct fields {
 	bool conn_keepalive;
 };
 
-static inline unsigned char
-lower(unsigned char c)
-{
-	return c >= 'A' && c <= 'Z' ? c | 0x20 : c;
-}
 
-/* Compares n bytes with a lower case literal, ignoring the case of p. */
-static bool
-ieq(const char *p, const char *lc, size_t n)
-{
-	size_t i;
 
-	for (i = 0; i < n; i++)
-		if (lower((unsigned char)p[i]) != (unsigned char)lc[i])
-			return false;
-	return true;
-}
-
-static bool
-span_ieq(struct span s, const char *lc)
-{
-	size_t n = strlen(lc);
-
-	return s.len == n && ieq(s.p, lc, n);
-}
 
 /* Both sides in any case. */
 static bool
@@ -151,8 +83,8 @@ span_caseeq(struct span a, struct span b)
 	if (a.len != b.len)
 		return false;
 	for (i = 0; i < a.len; i++)
-		if (lower((unsigned char)a.p[i]) !=
-		    lower((unsigned char)b.p[i]))
+		if (http_lower((unsigned char)a.p[i]) !=
+		    http_lower((unsigned char)b.p[i]))
 			return false;
 	return true;
 }
@@ -256,66 +188,19 @@ field_lookup(const char *p, size_t n)
 	size_t i;
 
 	for (i = 0; i < sizeof(field_defs) / sizeof(field_defs[0]); i++)
-		if (field_defs[i].len == n && ieq(p, field_defs[i].name, n))
+		if (field_defs[i].len == n && http_ieq(p, field_defs[i].name, n))
 			return &field_defs[i];
 	return NULL;
 }
 
-/*
- * Returns the next element of a comma-separated list without its OWS;
- * empty elements are skipped (RFC 9110 section 5.6.1).
- */
-static bool
-list_next(const char **pp, const char *end, struct span *e)
-{
-	const char *p = *pp, *s;
 
-	while (p < end && (*p == ',' || IS(*p, C_WS)))
-		p++;
-	if (p == end)
-		return false;
-	s = p;
-	while (p < end && *p != ',')
-		p++;
-	*pp = p;
-	while (IS(p[-1], C_WS))
-		p--;
-	e->p = s;
-	e->len = (size_t)(p - s);
-	return true;
-}
-
-static size_t
-token_len(struct span s)
-{
-	size_t i;
-
-	for (i = 0; i < s.len && IS(s.p[i], C_TCHAR); i++)
-		;
-	return i;
-}
 
 static int
 content_length(struct http_response *r, struct span v)
 {
-	int64_t n = 0;
-	size_t i;
-	int d;
+	const char *why = http_content_length(v, &r->content_length);
 
-	if (r->content_length != -1)
-		return fail(r, "duplicate Content-Length");
-	if (v.len == 0)
-		return fail(r, "empty Content-Length");
-	for (i = 0; i < v.len; i++) {
-		if (!IS(v.p[i], C_DIGIT))
-			return fail(r, "invalid Content-Length");
-		d = v.p[i] - '0';
-		if (n > (INT64_MAX - d) / 10)
-			return fail(r, "Content-Length too large");
-		n = n * 10 + d;
-	}
-	r->content_length = n;
-	return HTTP_OK;
+	return why == NULL ? HTTP_OK : fail(r, why);
 }
 
 /*
@@ -331,8 +216,8 @@ transfer_encoding(struct http_response *r, struct fields *f, struct span v)
 	if (r->version == 10)
 		return fail(r, "Transfer-Encoding in HTTP/1.0");
 	f->has_te = true;
-	while (list_next(&p, end, &e)) {
-		if (span_ieq(e, "chunked"))
+	while (http_list_next(&p, end, &e)) {
+		if (http_span_ieq(e, "chunked"))
 			f->te_chunked++;
 		else
 			f->te_other = true;
@@ -343,18 +228,10 @@ transfer_encoding(struct http_response *r, struct fields *f, struct span v)
 static int
 connection(struct http_response *r, struct fields *f, struct span v)
 {
-	const char *p = v.p, *end = v.p + v.len;
-	struct span e;
+	const char *why = http_connection(v, &f->conn_close,
+	    &f->conn_keepalive);
 
-	while (list_next(&p, end, &e)) {
-		if (token_len(e) != e.len)
-			return fail(r, "invalid Connection");
-		if (span_ieq(e, "close"))
-			f->conn_close = true;
-		else if (span_ieq(e, "keep-alive"))
-			f->conn_keepalive = true;
-	}
-	return HTTP_OK;
+	return why == NULL ? HTTP_OK : fail(r, why);
 }
 
 static int
@@ -387,38 +264,9 @@ field(struct http_response *r, struct fields *f, const struct http_header *h)
 static int
 field_line(struct http_response *r, const char **pp, struct http_header *h)
 {
-	const char *p = *pp, *v, *e;
+	const char *why = http_field_line(pp, h);
 
-	if (IS(*p, C_WS))
-		return fail(r, "obs-fold in response header");
-	h->name.p = p;
-	while (IS(*p, C_TCHAR))
-		p++;
-	h->name.len = (size_t)(p - h->name.p);
-	if (*p != ':') {
-		if (IS(*p, C_WS))
-			return fail(r, "whitespace before colon");
-		if (*p == '\r')
-			return fail(r, "missing colon in header");
-		return fail(r, "invalid character in field name");
-	}
-	if (h->name.len == 0)
-		return fail(r, "empty field name");
-
-	p++;
-	while (IS(*p, C_WS))
-		p++;
-	v = p;
-	while (IS(*p, C_VALUE))
-		p++;
-	if (*p != '\r')
-		return fail(r, "invalid character in field value");
-	for (e = p; e > v && IS(e[-1], C_WS); e--)
-		;
-	h->value.p = v;
-	h->value.len = (size_t)(e - v);
-	*pp = p + 2;
-	return HTTP_OK;
+	return why == NULL ? HTTP_OK : fail(r, why);
 }
 
 /* The framing of RFC 9112 section 6.3, once all fields are known. */
@@ -524,7 +372,7 @@ http_connection_has_token(struct span value, struct span token)
 	if (value.p == NULL)
 		return false;
 	end = value.p + value.len;
-	while (list_next(&p, end, &e))
+	while (http_list_next(&p, end, &e))
 		if (span_caseeq(e, token))
 			return true;
 	return false;
@@ -537,10 +385,10 @@ http_hop_by_hop(const struct http_header *headers, size_t n,
 	size_t i;
 
 	for (i = 0; i < sizeof(hop_names) / sizeof(hop_names[0]); i++)
-		if (span_ieq(name, hop_names[i]))
+		if (http_span_ieq(name, hop_names[i]))
 			return true;
 	for (i = 0; i < n; i++)
-		if (span_ieq(headers[i].name, "connection") &&
+		if (http_span_ieq(headers[i].name, "connection") &&
 		    http_connection_has_token(headers[i].value, name))
 			return true;
 	return false;
@@ -698,7 +546,7 @@ cc_directive(struct http_cache_control *cc, struct span name, struct span arg)
 
 	for (i = 0; i < sizeof(cc_defs) / sizeof(cc_defs[0]); i++)
 		if (name.len == cc_defs[i].len &&
-		    ieq(name.p, cc_defs[i].name, name.len)) {
+		    http_ieq(name.p, cc_defs[i].name, name.len)) {
 			d = &cc_defs[i];
 			break;
 		}

@@ -1,0 +1,202 @@
+/*
+ * The lexical pieces shared by the request and response parsers.
+ */
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "worker/http_lex.h"
+
+/* The combinations that occur, short enough for a 16-column table. */
+#define NO	0				/* CTL, DEL */
+#define WS	(C_VALUE | C_WS)		/* SP, HTAB */
+#define OB	C_VALUE				/* obs-text */
+#define HS	(C_TCHAR | C_VALUE)		/* '#' */
+#define DL	(C_TARGET | C_VALUE)		/* delimiters */
+#define SD	(C_TARGET | C_VALUE | C_HOST)	/* ( ) , ; = */
+#define TO	(C_TCHAR | C_TARGET | C_VALUE)	/* % ^ ` | */
+#define TH	(TO | C_HOST)			/* letters ! - . */
+#define HX	(TH | C_HEX)			/* A-F a-f */
+#define DG	(HX | C_DIGIT)			/* 0-9 */
+
+const uint8_t http_cls[256] = {
+	/* 0x00 */
+	NO, NO, NO, NO, NO, NO, NO, NO, NO, WS, NO, NO, NO, NO, NO, NO,
+	/* 0x10 */
+	NO, NO, NO, NO, NO, NO, NO, NO, NO, NO, NO, NO, NO, NO, NO, NO,
+	/* SP !  "  #  $  %  &  '  (  )  *  +  ,  -  .  / */
+	WS, TH, DL, HS, TH, TO, TH, TH, SD, SD, TH, TH, SD, TH, TH, DL,
+	/* 0  1  2  3  4  5  6  7  8  9  :  ;  <  =  >  ? */
+	DG, DG, DG, DG, DG, DG, DG, DG, DG, DG, DL, SD, DL, SD, DL, DL,
+	/* @  A  B  C  D  E  F  G  H  I  J  K  L  M  N  O */
+	DL, HX, HX, HX, HX, HX, HX, TH, TH, TH, TH, TH, TH, TH, TH, TH,
+	/* P  Q  R  S  T  U  V  W  X  Y  Z  [  \  ]  ^  _ */
+	TH, TH, TH, TH, TH, TH, TH, TH, TH, TH, TH, DL, DL, DL, TO, TH,
+	/* `  a  b  c  d  e  f  g  h  i  j  k  l  m  n  o */
+	TO, HX, HX, HX, HX, HX, HX, TH, TH, TH, TH, TH, TH, TH, TH, TH,
+	/* p  q  r  s  t  u  v  w  x  y  z  {  |  }  ~  DEL */
+	TH, TH, TH, TH, TH, TH, TH, TH, TH, TH, TH, DL, TO, DL, TH, NO,
+	/* 0x80-0xff: obs-text */
+	OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB,
+	OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB,
+	OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB,
+	OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB,
+	OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB,
+	OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB,
+	OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB,
+	OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB, OB,
+};
+
+#undef NO
+#undef WS
+#undef OB
+#undef HS
+#undef DL
+#undef SD
+#undef TO
+#undef TH
+#undef HX
+#undef DG
+
+bool
+http_ieq(const char *p, const char *lc, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (http_lower((unsigned char)p[i]) != (unsigned char)lc[i])
+			return false;
+	return true;
+}
+
+bool
+http_span_ieq(struct span s, const char *lc)
+{
+	size_t n = strlen(lc);
+
+	return s.len == n && http_ieq(s.p, lc, n);
+}
+
+bool
+http_list_next(const char **pp, const char *end, struct span *e)
+{
+	const char *p = *pp, *s;
+
+	while (p < end && (*p == ',' || IS(*p, C_WS)))
+		p++;
+	if (p == end)
+		return false;
+	s = p;
+	while (p < end && *p != ',')
+		p++;
+	*pp = p;
+	while (IS(p[-1], C_WS))
+		p--;
+	e->p = s;
+	e->len = (size_t)(p - s);
+	return true;
+}
+
+size_t
+http_token_len(struct span s)
+{
+	size_t i;
+
+	for (i = 0; i < s.len && IS(s.p[i], C_TCHAR); i++)
+		;
+	return i;
+}
+
+int
+http_decimal(struct span v, int64_t *out)
+{
+	int64_t n = 0;
+	size_t i;
+	int d;
+
+	if (v.len == 0)
+		return -1;
+	for (i = 0; i < v.len; i++) {
+		if (!IS(v.p[i], C_DIGIT))
+			return -1;
+		d = v.p[i] - '0';
+		if (n > (INT64_MAX - d) / 10)
+			return -2;
+		n = n * 10 + d;
+	}
+	*out = n;
+	return 0;
+}
+
+const char *
+http_content_length(struct span v, int64_t *cl)
+{
+	int64_t n;
+
+	if (*cl != -1)
+		return "duplicate Content-Length";
+	if (v.len == 0)
+		return "empty Content-Length";
+	switch (http_decimal(v, &n)) {
+	case -1:
+		return "invalid Content-Length";
+	case -2:
+		return "Content-Length too large";
+	}
+	*cl = n;
+	return NULL;
+}
+
+const char *
+http_field_line(const char **pp, struct http_header *h)
+{
+	const char *p = *pp, *v, *e;
+
+	if (IS(*p, C_WS))
+		return "obs-fold in header";
+	h->name.p = p;
+	while (IS(*p, C_TCHAR))
+		p++;
+	h->name.len = (size_t)(p - h->name.p);
+	if (*p != ':') {
+		if (IS(*p, C_WS))
+			return "whitespace before colon";
+		if (*p == '\r')
+			return "missing colon in header";
+		return "invalid character in field name";
+	}
+	if (h->name.len == 0)
+		return "empty field name";
+
+	p++;
+	while (IS(*p, C_WS))
+		p++;
+	v = p;
+	while (IS(*p, C_VALUE))
+		p++;
+	if (*p != '\r')
+		return "invalid character in field value";
+	for (e = p; e > v && IS(e[-1], C_WS); e--)
+		;
+	h->value.p = v;
+	h->value.len = (size_t)(e - v);
+	*pp = p + 2;
+	return NULL;
+}
+
+const char *
+http_connection(struct span v, bool *close, bool *keepalive)
+{
+	const char *p = v.p, *end = v.p + v.len;
+	struct span e;
+
+	while (http_list_next(&p, end, &e)) {
+		if (http_token_len(e) != e.len)
+			return "invalid Connection";
+		if (http_span_ieq(e, "close"))
+			*close = true;
+		else if (http_span_ieq(e, "keep-alive"))
+			*keepalive = true;
+	}
+	return NULL;
+}

@@ -1,0 +1,79 @@
+/*
+ * The lexical pieces that the request and response parsers share: RFC 9110
+ * character classes and the small scanners for tokens, lists, numbers and
+ * field lines.  Internal to worker/.
+ */
+#ifndef CORRAL_HTTP_LEX_H
+#define CORRAL_HTTP_LEX_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "worker/http.h"
+
+/* Character classes, one byte of flags per octet. */
+#define C_TCHAR		0x01	/* token (RFC 9110 section 5.6.2) */
+#define C_TARGET	0x02	/* request-target: 0x21-0x7e, not '#' */
+#define C_VALUE		0x04	/* field-value and obs-text */
+#define C_HOST		0x08	/* reg-name: unreserved, sub-delims */
+#define C_HEX		0x10
+#define C_DIGIT		0x20
+#define C_WS		0x40	/* SP, HTAB */
+
+extern const uint8_t http_cls[256];
+
+#define IS(c, f)	((http_cls[(unsigned char)(c)] & (f)) != 0)
+
+static inline unsigned char
+http_lower(unsigned char c)
+{
+	return c >= 'A' && c <= 'Z' ? c | 0x20 : c;
+}
+
+/* Compares n bytes with a lower case literal, ignoring the case of p. */
+bool http_ieq(const char *p, const char *lc, size_t n);
+
+/* The same for a whole span. */
+bool http_span_ieq(struct span s, const char *lc);
+
+/*
+ * Returns the next element of a comma-separated list without its OWS;
+ * empty elements are skipped (RFC 9110 section 5.6.1).
+ */
+bool http_list_next(const char **pp, const char *end, struct span *e);
+
+/* How many leading bytes of s are tchar. */
+size_t http_token_len(struct span s);
+
+/* Parses 1*DIGIT into *out: 0, -1 when not digits, -2 when over int64. */
+int http_decimal(struct span v, int64_t *out);
+
+/*
+ * Reads a Content-Length value into *cl, which is -1 until the first one:
+ * a second one is refused, even when equal.  Returns NULL, or why not.
+ */
+const char *http_content_length(struct span v, int64_t *cl);
+
+static inline const char *
+http_skip_ows(const char *p, const char *end)
+{
+	while (p < end && (*p == ' ' || *p == '\t'))
+		p++;
+	return p;
+}
+
+/*
+ * Splits one field line at *pp (the block is known to end in CRLF CRLF)
+ * into name and trimmed value and moves *pp past its CRLF.  Returns NULL,
+ * or why the line is malformed.
+ */
+const char *http_field_line(const char **pp, struct http_header *h);
+
+/*
+ * Reads a Connection value: sets *close and *keepalive for those tokens.
+ * Returns NULL, or why the value is malformed.
+ */
+const char *http_connection(struct span v, bool *close, bool *keepalive);
+
+#endif
