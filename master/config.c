@@ -107,6 +107,12 @@ static const struct range {
 	{ "cache|max_object",	 U_SIZE, 1, GB },
 	{ "cache|file_max",	 U_SIZE, 0, GB },
 	{ "worker_rlimit_nofile", U_COUNT, 0, 1048576 },
+	{ "upstream|keepalive",	 U_COUNT, 0, 10000 },
+	{ "upstream|connect_timeout", U_TIME, 1, DAY },
+	{ "upstream|read_timeout", U_TIME, 1, DAY },
+	{ "upstream|send_timeout", U_TIME, 1, DAY },
+	{ "upstream|max_fails",	 U_COUNT, 0, 1000 },
+	{ "upstream|fail_timeout", U_TIME, 1, DAY },
 };
 
 static int cb_workers(cfg_t *, cfg_opt_t *, const char *, void *);
@@ -118,12 +124,31 @@ static int cb_listen(cfg_t *, cfg_opt_t *, const char *, void *);
 static int cb_server_name(cfg_t *, cfg_opt_t *, const char *, void *);
 static int cb_root(cfg_t *, cfg_opt_t *, const char *, void *);
 static int cb_index(cfg_t *, cfg_opt_t *, const char *, void *);
+static int cb_peer(cfg_t *, cfg_opt_t *, const char *, void *);
+
+static cfg_opt_t location_opts[] = {
+	CFG_STR("proxy", NULL, CFGF_NODEFAULT),
+	CFG_END()
+};
 
 static cfg_opt_t server_opts[] = {
 	CFG_STR_LIST_CB("names", "{localhost}", CFGF_NONE, cb_server_name),
 	CFG_STR_CB("root", NULL, CFGF_NODEFAULT, cb_root),
 	CFG_STR_LIST_CB("index", "{index.html}", CFGF_NONE, cb_index),
 	CFG_STR("access_log", "off", CFGF_NONE),
+	CFG_SEC("location", location_opts,
+	    CFGF_MULTI | CFGF_TITLE | CFGF_NO_TITLE_DUPES),
+	CFG_END()
+};
+
+static cfg_opt_t upstream_opts[] = {
+	CFG_PTR_LIST_CB("servers", NULL, CFGF_NODEFAULT, cb_peer, free),
+	CFG_INT_CB("keepalive", 32, CFGF_NONE, cb_count),
+	CFG_INT_CB("connect_timeout", 2 * SEC, CFGF_NONE, cb_time),
+	CFG_INT_CB("read_timeout", 30 * SEC, CFGF_NONE, cb_time),
+	CFG_INT_CB("send_timeout", 30 * SEC, CFGF_NONE, cb_time),
+	CFG_INT_CB("max_fails", 3, CFGF_NONE, cb_count),
+	CFG_INT_CB("fail_timeout", 10 * SEC, CFGF_NONE, cb_time),
 	CFG_END()
 };
 
@@ -172,6 +197,8 @@ static cfg_opt_t opts[] = {
 	CFG_INT_CB("file_cache_max_size", 64 * KB, CFGF_NONE, cb_size),
 
 	CFG_SEC("cache", cache_opts, CFGF_NONE),
+	CFG_SEC("upstream", upstream_opts,
+	    CFGF_MULTI | CFGF_TITLE | CFGF_NO_TITLE_DUPES),
 	CFG_SEC("server", server_opts, CFGF_MULTI),
 	CFG_END()
 };
@@ -195,6 +222,11 @@ struct loader {
 	char tmp[PATH_MAX];
 	char result[PATH_MAX];		/* value handed back to libconfuse */
 	int line[NOPTS];		/* where each global option was set */
+	struct {
+		cfg_t *sec;		/* a location section */
+		int line;		/* where its proxy was set */
+	} proxy_lines[64];
+	size_t nproxy_lines;
 };
 
 static struct loader *ld;
@@ -448,6 +480,51 @@ cb_listen(cfg_t *cfg, cfg_opt_t *opt, const char *value, void *result)
 		return -1;
 	}
 	*(void **)result = l;
+	return 0;
+}
+
+/* "IPv4:port" or "[IPv6]:port", then optional " weight=N" (1..100). */
+static int
+cb_peer(cfg_t *cfg, cfg_opt_t *opt, const char *value, void *result)
+{
+	struct config_listen l;
+	struct config_peer *p;
+	const char *why = NULL, *sp = strchr(value, ' ');
+	char addr[sizeof(l.text)];
+	size_t n = sp ? (size_t)(sp - value) : strlen(value);
+	uint64_t w = 1;
+
+	if (n >= sizeof(addr))
+		why = "too long";
+	else {
+		memcpy(addr, value, n);
+		addr[n] = '\0';
+		if (addr[0] == '*' || strchr(addr, ':') == NULL)
+			why = "expected address:port";
+		else
+			why = parse_listen(addr, &l);
+	}
+	if (why == NULL && sp != NULL) {
+		sp += strspn(sp, " ");
+		if (strncmp(sp, "weight=", 7) != 0 ||
+		    parse_scaled(sp + 7, count_suffixes, &w) == -1 ||
+		    w < 1 || w > 100)
+			why = "the only option is weight=N, N from 1 to 100";
+	}
+	if (why != NULL) {
+		cfg_error(cfg, "invalid upstream server \"%s\": %s", value,
+		    why);
+		return -1;
+	}
+	if ((p = calloc(1, sizeof(*p))) == NULL) {
+		cfg_error(cfg, "out of memory");
+		return -1;
+	}
+	p->addr = l.addr;
+	p->addrlen = l.addrlen;
+	strcpy(p->text, l.text);
+	p->weight = (int)w;
+	*(void **)result = p;
 	return 0;
 }
 
@@ -707,10 +784,60 @@ validate_server(cfg_t *cfg, cfg_opt_t *opt)
 	return 0;
 }
 
+static int
+validate_upstream(cfg_t *cfg, cfg_opt_t *opt)
+{
+	cfg_t *sec = cfg_opt_getnsec(opt, cfg_opt_size(opt) - 1);
+
+	if (cfg_size(sec, "servers") > 0)
+		return 0;
+	cfg_error(cfg, "upstream \"%s\" ending here has no servers",
+	    cfg_title(sec));
+	return -1;
+}
+
+static int
+validate_location(cfg_t *cfg, cfg_opt_t *opt)
+{
+	cfg_t *sec = cfg_opt_getnsec(opt, cfg_opt_size(opt) - 1);
+
+	if (cfg_title(sec)[0] == '/')
+		return 0;
+	cfg_error(cfg, "location \"%s\" must start with '/'",
+	    cfg_title(sec));
+	return -1;
+}
+
+/* The upstream may be defined later in the file: check() looks it up. */
+static int
+validate_proxy(cfg_t *cfg, cfg_opt_t *opt)
+{
+	size_t i;
+
+	if (validate_nonempty(cfg, opt) == -1)
+		return -1;
+	for (i = 0; i < ld->nproxy_lines; i++)
+		if (ld->proxy_lines[i].sec == cfg)
+			break;
+	if (i == nitems(ld->proxy_lines)) {
+		cfg_error(cfg, "too many locations with proxy (at most %zu)",
+		    nitems(ld->proxy_lines));
+		return -1;
+	}
+	ld->proxy_lines[i].sec = cfg;
+	ld->proxy_lines[i].line = cfg->line;
+	if (i == ld->nproxy_lines)
+		ld->nproxy_lines++;
+	return 0;
+}
+
 static const struct {
 	const char *name;
 	cfg_validate_callback_t fn;
 } validators[] = {
+	{ "upstream",		validate_upstream },
+	{ "server|location",	validate_location },
+	{ "server|location|proxy", validate_proxy },
 	{ "error_log",		validate_nonempty },
 	{ "pid_file",		validate_nonempty },
 	{ "user",		validate_nonempty },
@@ -906,6 +1033,33 @@ parse(cfg_t *cfg)
 	return rc == CFG_SUCCESS ? 0 : -1;
 }
 
+static int
+find_upstream(cfg_t *cfg, const char *name)
+{
+	unsigned int i;
+
+	for (i = 0; i < cfg_size(cfg, "upstream"); i++)
+		if (strcmp(cfg_title(cfg_getnsec(cfg, "upstream", i)),
+		    name) == 0)
+			return (int)i;
+	return -1;
+}
+
+/* Every proxy must name an upstream of the file. */
+static void
+check_proxies(cfg_t *cfg)
+{
+	const char *name;
+	size_t i;
+
+	for (i = 0; i < ld->nproxy_lines && !ld->failed; i++) {
+		name = cfg_getstr(ld->proxy_lines[i].sec, "proxy");
+		if (name != NULL && find_upstream(cfg, name) < 0)
+			fail(ld->proxy_lines[i].line, "proxy \"%s\": no "
+			    "upstream has that name", name);
+	}
+}
+
 /* Checks that need the whole file; their options may come in any order. */
 static int
 check(cfg_t *cfg)
@@ -927,6 +1081,8 @@ check(cfg_t *cfg)
 		    "least max_request_line (%s)",
 		    format_value(a, sizeof(a), U_SIZE, hdr),
 		    format_value(b, sizeof(b), U_SIZE, req));
+	if (!ld->failed)
+		check_proxies(cfg);
 	return ld->failed ? -1 : 0;
 }
 
@@ -973,6 +1129,64 @@ copy_list(cfg_t *sec, const char *name, size_t *np)
 	return v;
 }
 
+static int
+location_cmp(const void *a, const void *b)
+{
+	const struct config_location *x = a, *y = b;
+
+	return x->prefix_len < y->prefix_len ? 1 :
+	    x->prefix_len > y->prefix_len ? -1 : 0;
+}
+
+/* Kept longest prefix first, so the first match is the longest. */
+static void
+build_locations(cfg_t *sec, struct config_server *s)
+{
+	struct config_location *l;
+	const char *proxy;
+	cfg_t *ls;
+	size_t i, n = cfg_size(sec, "location");
+
+	if (n == 0)
+		return;
+	if ((s->locations = calloc(n, sizeof(*s->locations))) == NULL) {
+		ld->oom = true;
+		return;
+	}
+	s->nlocations = n;
+	for (i = 0; i < n; i++) {
+		ls = cfg_getnsec(sec, "location", i);
+		l = &s->locations[i];
+		l->prefix = copy(cfg_title(ls));
+		l->prefix_len = l->prefix ? strlen(l->prefix) : 0;
+		proxy = cfg_getstr(ls, "proxy");
+		l->upstream = proxy ? find_upstream(ld->cfg, proxy) : -1;
+	}
+	qsort(s->locations, n, sizeof(*s->locations), location_cmp);
+}
+
+static void
+build_upstream(cfg_t *sec, struct config_upstream *u)
+{
+	size_t i;
+
+	u->name = copy(cfg_title(sec));
+	u->npeers = cfg_size(sec, "servers");
+	if ((u->peers = calloc(u->npeers, sizeof(*u->peers))) == NULL) {
+		ld->oom = true;
+		return;
+	}
+	for (i = 0; i < u->npeers; i++)
+		u->peers[i] = *(struct config_peer *)
+		    cfg_getnptr(sec, "servers", i);
+	u->keepalive = cfg_getint(sec, "keepalive");
+	u->connect_timeout_ms = cfg_getint(sec, "connect_timeout");
+	u->read_timeout_ms = cfg_getint(sec, "read_timeout");
+	u->send_timeout_ms = cfg_getint(sec, "send_timeout");
+	u->max_fails = cfg_getint(sec, "max_fails");
+	u->fail_timeout_ms = cfg_getint(sec, "fail_timeout");
+}
+
 static void
 build_server(cfg_t *sec, struct config_server *s)
 {
@@ -980,6 +1194,7 @@ build_server(cfg_t *sec, struct config_server *s)
 	s->root = copy(cfg_getstr(sec, "root"));
 	s->index = copy_list(sec, "index", &s->nindex);
 	s->access_log = copy_path(cfg_getstr(sec, "access_log"), "off");
+	build_locations(sec, s);
 }
 
 static void
@@ -1041,6 +1256,14 @@ build(cfg_t *cfg, struct config *cf)
 	cf->file_cache_max_size = cfg_getint(cfg, "file_cache_max_size");
 
 	build_cache(cfg_getsec(cfg, "cache"), &cf->cache);
+
+	cf->nupstreams = cfg_size(cfg, "upstream");
+	if (cf->nupstreams > 0 && (cf->upstreams = calloc(cf->nupstreams,
+	    sizeof(*cf->upstreams))) == NULL)
+		ld->oom = true;
+	for (i = 0; cf->upstreams != NULL && i < cf->nupstreams; i++)
+		build_upstream(cfg_getnsec(cfg, "upstream", i),
+		    &cf->upstreams[i]);
 
 	cf->nservers = cfg_size(cfg, "server");
 	if ((cf->servers = calloc(cf->nservers, sizeof(*cf->servers))) == NULL)
@@ -1106,7 +1329,7 @@ free_list(char **v, size_t n)
 void
 config_free(struct config *cf)
 {
-	size_t i;
+	size_t i, j;
 
 	if (cf == NULL)
 		return;
@@ -1115,7 +1338,15 @@ config_free(struct config *cf)
 		free(cf->servers[i].root);
 		free_list(cf->servers[i].index, cf->servers[i].nindex);
 		free(cf->servers[i].access_log);
+		for (j = 0; j < cf->servers[i].nlocations; j++)
+			free(cf->servers[i].locations[j].prefix);
+		free(cf->servers[i].locations);
 	}
+	for (i = 0; cf->upstreams != NULL && i < cf->nupstreams; i++) {
+		free(cf->upstreams[i].name);
+		free(cf->upstreams[i].peers);
+	}
+	free(cf->upstreams);
 	free(cf->servers);
 	free(cf->listen);
 	free(cf->file);

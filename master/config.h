@@ -20,6 +20,38 @@ struct config_listen {
 	char text[64];			/* as written, "127.0.0.1:8080" */
 };
 
+/* One server of an upstream group: a numeric address and a weight. */
+struct config_peer {
+	struct sockaddr_storage addr;
+	socklen_t addrlen;
+	char text[64];			/* as written, "127.0.0.1:9000" */
+	int weight;			/* 1..100 */
+};
+
+struct config_upstream {
+	char *name;
+	struct config_peer *peers;
+	size_t npeers;
+	int keepalive;			/* idle connections kept per worker */
+	int connect_timeout_ms;
+	int read_timeout_ms;		/* between two reads */
+	int send_timeout_ms;
+	int max_fails;			/* 0: never mark a peer down */
+	int fail_timeout_ms;
+};
+
+/*
+ * A location of a server: requests whose normalised path starts with
+ * prefix go to the upstream, the others are served from files.  The cache
+ * directives (cache, cache_ttl, cache_lock, cache_lock_timeout,
+ * cache_stale) will live here too.
+ */
+struct config_location {
+	char *prefix;			/* starts with '/' */
+	size_t prefix_len;
+	int upstream;			/* in config.upstreams; -1: files */
+};
+
 struct config_server {
 	char **names;			/* lower case; "*.example.com" allowed */
 	size_t nnames;
@@ -27,6 +59,8 @@ struct config_server {
 	char **index;
 	size_t nindex;
 	char *access_log;		/* absolute path, or NULL when "off" */
+	struct config_location *locations;	/* longest prefix first */
+	size_t nlocations;
 };
 
 /* The shared-memory store (shm/store.h). */
@@ -79,6 +113,9 @@ struct config {
 	size_t file_cache_max_size;	/* files up to this are kept in memory */
 
 	struct config_cache cache;
+
+	struct config_upstream *upstreams;
+	size_t nupstreams;
 
 	struct config_server *servers;	/* servers[0] is the default */
 	size_t nservers;

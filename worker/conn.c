@@ -31,6 +31,7 @@
 #include "master/log.h"
 #include "master/master.h"
 #include "worker/conn.h"
+#include "worker/proxy.h"
 #include "worker/static.h"
 #include "shm/store.h"
 
@@ -79,6 +80,7 @@ struct conn {
 	bool linger;		/* and drain the input first */
 	bool keepalive;		/* the current request allows it */
 	bool head;
+	bool rpaused;		/* not reading: the proxy is full */
 	unsigned nreq;
 	struct event rev;
 	struct event wev;
@@ -97,6 +99,7 @@ struct conn {
 	uint64_t body_seen;
 	bool body_chunked;
 	struct http_chunked chunk;
+	struct proxy *px;	/* a proxied response is in flight */
 
 	struct oseg segs[OSEG_MAX];
 	unsigned shead, stail;
@@ -138,6 +141,74 @@ bool
 resp_is_head(const struct conn *c)
 {
 	return c->head;
+}
+
+void
+resp_no_keepalive(struct conn *c)
+{
+	c->keepalive = false;
+}
+
+const char *
+conn_peer(const struct conn *c)
+{
+	return c->peer;
+}
+
+size_t
+conn_out_buffered(const struct conn *c)
+{
+	return c->olen;
+}
+
+static size_t
+save_span(struct span *s, char *buf, size_t size, size_t used)
+{
+	size_t n = s->len < size - used ? s->len : size - used;
+
+	if (s->p == NULL)
+		return used;
+	memcpy(buf + used, s->p, n);
+	s->p = buf + used;
+	s->len = n;
+	return used + n;
+}
+
+void
+conn_save_request(struct conn *c, char *buf, size_t size,
+    struct http_header *hdrs)
+{
+	static const char *const names[] = { "Referer", "User-Agent" };
+	struct http_request *r = &c->req;
+	struct span v;
+	size_t used = 0, n = 0, i;
+
+	for (i = 0; i < 2; i++) {
+		v = http_header_get(r, names[i]);
+		if (v.p == NULL)
+			continue;
+		hdrs[n].name.p = names[i];
+		hdrs[n].name.len = strlen(names[i]);
+		hdrs[n].value = v;
+		n++;
+	}
+	used = save_span(&r->method_name, buf, size, used);
+	used = save_span(&r->target, buf, size, used);
+	for (i = 0; i < n; i++)
+		used = save_span(&hdrs[i].value, buf, size, used);
+	r->headers = hdrs;
+	r->nheaders = n;
+	memset(&r->path, 0, sizeof(r->path));
+	memset(&r->query, 0, sizeof(r->query));
+	memset(&r->host, 0, sizeof(r->host));
+}
+
+/* Reads from the client unless paused or blocked on output. */
+static void
+conn_read_on(struct conn *c)
+{
+	if (!c->rpaused && !event_pending(&c->wev, EV_WRITE, NULL))
+		event_add(&c->rev, NULL);
 }
 
 /* Timers ------------------------------------------------------------ */
@@ -803,6 +874,16 @@ static void
 conn_drained(struct conn *c)
 {
 	event_del(&c->wev);
+	if (c->px != NULL) {
+		/* The proxied response goes on: its upstream times it. */
+		if (c->state != CS_BODY) {
+			evtimer_del(&c->tev);
+			c->timer = T_NONE;
+		}
+		conn_read_on(c);
+		proxy_drained(c->px);
+		return;
+	}
 	if (c->close_after) {
 		if (c->linger || c->ipos < c->ilen || c->state == CS_BODY)
 			conn_linger(c);
@@ -840,6 +921,55 @@ conn_write(struct conn *c)
 		conn_close(c);
 		break;
 	}
+}
+
+bool
+conn_flush(struct conn *c)
+{
+	switch (out_flush(c)) {
+	case 0:
+		conn_drained(c);
+		return true;
+	case 1:
+		event_del(&c->rev);
+		event_add(&c->wev, NULL);
+		conn_timer(c, T_SEND, worker.cf->send_timeout_ms);
+		return true;
+	default:
+		conn_close(c);
+		return false;
+	}
+}
+
+void
+conn_body_resume(struct conn *c)
+{
+	if (!c->rpaused)
+		return;
+	c->rpaused = false;
+	conn_read_on(c);
+	conn_process(c);
+}
+
+void
+conn_proxy_done(struct conn *c)
+{
+	c->px = NULL;
+	c->rpaused = false;
+	req_forget(c);
+	if (c->state == CS_BODY)
+		conn_timer(c, T_BODY, worker.cf->body_timeout_ms);
+	if (c->shead != c->stail)
+		conn_write(c);
+	else
+		conn_drained(c);
+}
+
+void
+conn_abort(struct conn *c)
+{
+	c->px = NULL;		/* the proxy let go of it already */
+	conn_close(c);
 }
 
 static void
@@ -896,7 +1026,6 @@ handle_request(struct conn *c)
 	ssize_t len;
 	int status;
 
-	c->srv = select_server(r->host);
 	switch (r->method) {
 	case HTTP_M_GET:
 	case HTTP_M_HEAD:
@@ -922,6 +1051,30 @@ handle_request(struct conn *c)
 		return;
 	}
 	static_serve(c, c->srv, path, (size_t)len);
+}
+
+/* The upstream of the location the path falls in, or -1 for files. */
+static int
+route(struct conn *c)
+{
+	const struct config_server *s = &worker.cf->servers[c->srv];
+	const struct config_location *l;
+	struct http_request *r = &c->req;
+	char path[PATH_MAX];
+	ssize_t len;
+	int status;
+
+	if (s->nlocations == 0 || r->method == HTTP_M_CONNECT)
+		return -1;
+	len = http_path_normalize(path, sizeof(path), r->path.p, r->path.len,
+	    &status);
+	if (len < 0)
+		return -1;
+	for (l = s->locations; l < s->locations + s->nlocations; l++)
+		if ((size_t)len >= l->prefix_len &&
+		    memcmp(path, l->prefix, l->prefix_len) == 0)
+			return l->upstream;
+	return -1;
 }
 
 /* Sets up reading (and discarding) the body that follows the header. */
@@ -956,19 +1109,31 @@ body_begin(struct conn *c)
 static int
 body_consume(struct conn *c)
 {
-	size_t avail = c->ilen - c->ipos, used, data;
+	size_t avail = c->ilen - c->ipos, used, data, room;
 	uint64_t max = worker.cf->max_body_size;
+	char *p = c->ibuf + c->ipos;
 	int rc;
 
+	if (c->px != NULL) {
+		/* Forwarded as it comes, no faster than the upstream takes
+		 * it. */
+		room = proxy_body_room(c->px);
+		if (avail > room)
+			avail = room;
+	}
 	if (!c->body_chunked) {
 		used = avail < c->body_left ? avail : (size_t)c->body_left;
 		c->body_left -= used;
 		c->ipos += used;
+		if (c->px != NULL && (used > 0 || c->body_left == 0))
+			proxy_body(c->px, p, used, c->body_left == 0);
 		return c->body_left == 0 ? 0 : HTTP_AGAIN;
 	}
 	used = avail;
-	rc = http_chunked_decode(&c->chunk, c->ibuf + c->ipos, &used, &data);
+	rc = http_chunked_decode(&c->chunk, p, &used, &data);
 	c->ipos += used;
+	if (c->px != NULL && rc != HTTP_ERROR && (data > 0 || rc == HTTP_OK))
+		proxy_body(c->px, p, data, rc == HTTP_OK);
 	c->body_seen += data;
 	if (rc == HTTP_ERROR) {
 		log_info("client %s: bad chunked body", c->peer);
@@ -998,8 +1163,9 @@ static bool
 parse_one(struct conn *c)
 {
 	struct http_request *r = &c->req;
+	bool has_body;
 	ssize_t n;
-	int rc;
+	int rc, up;
 
 	n = http_parse_request(r, c->ibuf + c->ipos, c->ilen - c->ipos,
 	    &c->scan, worker.headers, worker.cf->max_headers,
@@ -1024,21 +1190,51 @@ parse_one(struct conn *c)
 	c->head = r->method == HTTP_M_HEAD;
 	c->ipos += (size_t)n;
 	c->scan = 0;
-	if (r->content_length > 0 || r->chunked) {
+	c->srv = select_server(r->host);
+	has_body = r->content_length > 0 || r->chunked;
+	if (has_body && !body_begin(c))
+		return false;
+	if ((up = route(c)) >= 0 && (c->px = proxy_start(c, up)) == NULL) {
+		c->keepalive = false;
+		resp_error(c, 502);
+		return false;
+	}
+	if (has_body) {
 		/* What already arrived is checked before answering, so a
 		 * bad body gets its own status, as nginx does. */
-		if (!body_begin(c))
-			return false;
 		rc = body_consume(c);
 		if (rc > 0) {
+			if (c->px != NULL) {
+				proxy_cancel(c->px);
+				c->px = NULL;
+			}
 			resp_error(c, rc);
 			return false;
 		}
 		if (rc == HTTP_AGAIN)
 			c->state = CS_BODY;
 	}
-	handle_request(c);
+	if (c->px == NULL)
+		handle_request(c);
 	return true;
+}
+
+/* A bad body while proxying: answer it unless the response has begun. */
+static void
+body_failed(struct conn *c, int status)
+{
+	struct proxy *px = c->px;
+
+	c->px = NULL;
+	c->keepalive = false;
+	c->linger = true;
+	if (px != NULL && !proxy_cancel(px)) {
+		resp_error(c, status);
+		return;
+	}
+	/* The response went out already; all that is left is to stop
+	 * reading. */
+	c->close_after = true;
 }
 
 static void
@@ -1046,28 +1242,35 @@ conn_process(struct conn *c)
 {
 	int rc;
 
-	while (!c->close_after) {
-		if (c->stail + OSEG_RESERVE > OSEG_MAX ||
-		    c->opending > OUT_HIGH)
-			break;
+	while (!c->close_after || (c->px != NULL && c->state == CS_BODY)) {
 		if (c->state == CS_BODY) {
 			rc = body_consume(c);
+			if (rc == HTTP_AGAIN && c->px != NULL &&
+			    proxy_body_room(c->px) == 0) {
+				/* The upstream's send timeout runs. */
+				c->rpaused = true;
+				event_del(&c->rev);
+				evtimer_del(&c->tev);
+				c->timer = T_NONE;
+				break;
+			}
 			if (rc == HTTP_AGAIN) {
 				conn_timer(c, T_BODY,
 				    worker.cf->body_timeout_ms);
 				break;
 			}
 			if (rc > 0) {
-				/* The response went out already; all that
-				 * is left is to stop reading. */
-				c->keepalive = false;
-				c->close_after = true;
-				c->linger = true;
+				body_failed(c, rc);
 				break;
 			}
 			c->state = CS_HEADER;
 			continue;
 		}
+		if (c->px != NULL || c->close_after)
+			break;		/* pipelined requests wait */
+		if (c->stail + OSEG_RESERVE > OSEG_MAX ||
+		    c->opending > OUT_HIGH)
+			break;
 		if (c->ipos == c->ilen)
 			break;
 		if (!parse_one(c))
@@ -1132,7 +1335,14 @@ read_cb(evutil_socket_t fd, short what, void *arg)
 			conn_close(c);
 		return;
 	}
-	if (!ibuf_room(c)) {
+	if (!ibuf_room(c) && c->px != NULL) {
+		/* Requests pipelined behind a proxied one fill the buffer;
+		 * they are read once the response is done. */
+		c->rpaused = true;
+		event_del(&c->rev);
+		return;
+	}
+	if (c->isize - c->ilen == 0) {
 		/* A full buffer always holds a complete header or is over
 		 * the limit, which the parser reports; we never get here
 		 * unless memory ran out. */
@@ -1213,6 +1423,11 @@ conn_accept(int fd, const struct sockaddr *sa, socklen_t salen,
 static void
 conn_close(struct conn *c)
 {
+	struct proxy *px = c->px;
+
+	c->px = NULL;
+	if (px != NULL)
+		proxy_cancel(px);
 	idle_set(c, false);
 	if (c->all_prev != NULL)
 		c->all_prev->all_next = c->all_next;
@@ -1239,6 +1454,7 @@ conn_close_all(void)
 
 	while (all_conns != NULL)
 		conn_close(all_conns);
+	proxy_free_all();
 	while ((p = free_pins) != NULL) {
 		free_pins = p->next;
 		free(p);

@@ -21,6 +21,7 @@ struct conn;
 struct fentry;
 struct fcache;
 struct pin;
+struct proxy;
 struct store;
 struct store_ref;
 
@@ -133,5 +134,41 @@ void resp_done(struct conn *c, int status, uint64_t body_bytes);
 
 /* True when the request is HEAD (no body goes out). */
 bool resp_is_head(const struct conn *c);
+
+/* The connection closes after this response (body without a length). */
+void resp_no_keepalive(struct conn *c);
+
+/*
+ * For the proxy (worker/proxy.c), whose responses come later than the
+ * request.  While a proxied response is in flight, requests pipelined
+ * behind it wait, and the connection is neither idle nor closed when its
+ * output drains: proxy_drained() is called instead.
+ */
+
+/* The client's address, for logs and X-Forwarded-For. */
+const char *conn_peer(const struct conn *c);
+
+/*
+ * Copies what the access log needs (method, target, Referer, User-Agent)
+ * out of the input buffer into buf, which must live until the response is
+ * done, and points the request at it.  hdrs has room for two fields.
+ */
+void conn_save_request(struct conn *c, char *buf, size_t size,
+    struct http_header *hdrs);
+
+/* Output bytes held in the connection's buffer (sent or not). */
+size_t conn_out_buffered(const struct conn *c);
+
+/* Writes what is queued; false when that closed the connection. */
+bool conn_flush(struct conn *c);
+
+/* The proxy can take request body bytes again. */
+void conn_body_resume(struct conn *c);
+
+/* The proxied response is complete (or answered with an error). */
+void conn_proxy_done(struct conn *c);
+
+/* Closes the connection at once, the response unfinished. */
+void conn_abort(struct conn *c);
 
 #endif

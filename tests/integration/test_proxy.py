@@ -1,0 +1,483 @@
+"""
+The reverse proxy as clients and origins see it: locations, header
+rewriting both ways, request bodies, keep-alive to the upstream, body
+framings relayed to HTTP/1.1 and 1.0 clients, errors (502, 504, aborted
+bodies), pipelining, retries, weights and peers marked down.  The origin
+is a real HTTP/1.1 server (origin.py) on a free loopback port.
+"""
+import json
+import os
+import signal
+import socket
+import time
+
+from harness import (CorralTestCase, build_request, free_port, parse_response,
+                     quote, wait_until)
+from origin import Origin, body
+
+
+class ProxyTestCase(CorralTestCase):
+
+    def origin(self, port=0, name='origin'):
+        o = Origin(port, name=name).start()
+        self.addCleanup(o.stop)
+        return o
+
+    def start_proxy(self, servers, locations=None, upstream=None, **kw):
+        """
+        A server with upstream "app" of servers; locations maps prefixes
+        to an upstream name or None (files).  upstream= adds directives.
+        """
+        c = self.make(**kw)
+        locations = locations or {'/api/': 'app'}
+        text = c.config_text()
+        locs = ''
+        for prefix, up in locations.items():
+            locs += '  location %s {\n' % quote(prefix)
+            if up:
+                locs += '    proxy = %s\n' % quote(up)
+            locs += '  }\n'
+        at = text.index('server {\n') + len('server {\n')
+        text = text[:at] + locs + text[at:]
+        text += 'upstream "app" {\n  servers = {%s}\n' % ', '.join(
+            quote(s) for s in servers)
+        for k, v in (upstream or {}).items():
+            text += '  %s = %s\n' % (k, v)
+        text += '}\n'
+        with open(c.conf_path, 'w') as f:
+            f.write(text)
+        c.start()
+        return c
+
+    def received(self, o, path):
+        r = o.last(path)
+        self.assertIsNotNone(r, 'the origin saw no request for %s' % path)
+        return r, {k.lower(): v for k, v in r['headers']}
+
+
+class ProxyBasicsTest(ProxyTestCase):
+
+    def test_get_and_head(self):
+        o = self.origin()
+        c = self.start_proxy([o.addr])
+        r = c.get('/api/size/3000')
+        self.assertBody(r, body(3000))
+        self.assertEqual(r.header('X-Origin'), 'origin')
+        self.assertEqual(r.header('Server'), 'corral/0.1.0')
+        self.assertEqual(r.headers.count('Date'), 1)
+        self.assertEqual(o.count('/api/size/3000'), 1)
+        r = c.get('/api/size/3000', method='HEAD')
+        self.assertEqual(r.status, 200)
+        self.assertEqual(r.header('Content-Length'), '3000')
+        self.assertEqual(r.body, b'')
+        self.assertEqual(o.last()['method'], 'HEAD')
+        self.assertBody(c.get('/api/size/0'), b'')
+        r = c.get('/api/status/404')
+        self.assertEqual(r.status, 404)
+        self.assertEqual(r.body, b'status 404\n')
+        self.assertNoLogErrors(c)
+
+    def test_longest_prefix_and_files_outside(self):
+        o = self.origin()
+        c = self.start_proxy([o.addr], {'/api/': 'app',
+                                        '/api/files/': None,
+                                        '/api/files/deep/': 'app'})
+        c.write('index.html', b'home\n')
+        c.write('api/files/f.txt', b'from disk\n')
+        self.assertBody(c.get('/'), b'home\n')
+        self.assertBody(c.get('/api/files/f.txt'), b'from disk\n')
+        self.assertBody(c.get('/api/files/deep/x'), b'ok /api/files/deep/x\n')
+        self.assertBody(c.get('/api/other'), b'ok /api/other\n')
+        # Matched on the normalised path, forwarded as received.
+        self.assertBody(c.get('/api/./files/../z%41?q=1'),
+                        b'ok /api/./files/../z%41\n')
+        self.assertEqual(o.last()['target'], '/api/./files/../z%41?q=1')
+        self.assertEqual(o.count('/api/files/f.txt'), 0)
+        self.assertEqual(o.count('/'), 0)
+
+    def test_headers_rewritten_both_ways(self):
+        o = self.origin()
+        c = self.start_proxy([o.addr])
+        r = c.get('/api/echo', host='example.test:8080', headers=[
+            ('Connection', 'X-Secret, keep-alive'),
+            ('X-Secret', 'hop'),
+            ('Keep-Alive', 'timeout=9'),
+            ('TE', 'trailers'),
+            ('Proxy-Connection', 'keep-alive'),
+            ('X-Forwarded-For', '6.6.6.6'),
+            ('X-Forwarded-Proto', 'https'),
+            ('X-Forwarded-Host', 'evil.test'),
+            ('X-Kept', 'yes')])
+        self.assertEqual(r.status, 200)
+        _, h = self.received(o, '/api/echo')
+        for gone in ('connection', 'x-secret', 'keep-alive', 'te',
+                     'proxy-connection'):
+            self.assertNotIn(gone, h)
+        self.assertEqual(h['host'], 'example.test:8080')
+        self.assertEqual(h['x-forwarded-for'], '127.0.0.1')
+        self.assertEqual(h['x-forwarded-proto'], 'http')
+        self.assertEqual(h['x-forwarded-host'], 'example.test:8080')
+        self.assertEqual(h['x-kept'], 'yes')
+        names = [k.lower() for k, _ in o.last()['headers']]
+        self.assertEqual(names.count('x-forwarded-for'), 1)
+        # The origin's Keep-Alive does not reach the client.
+        r = c.get('/api/plain')
+        self.assertEqual(r.status, 200)
+        self.assertNotIn('Keep-Alive', r.headers)
+        self.assertNotIn('Connection', r.headers)
+        self.assertEqual(r.header('X-Origin'), 'origin')
+
+    def test_absolute_form_sends_origin_form(self):
+        o = self.origin()
+        c = self.start_proxy([o.addr])
+        r = c.get('http://localhost/api/echo?a=b')
+        self.assertEqual(r.status, 200)
+        self.assertEqual(o.last()['target'], '/api/echo?a=b')
+
+
+class ProxyBodyTest(ProxyTestCase):
+
+    def test_content_length_body(self):
+        o = self.origin()
+        c = self.start_proxy([o.addr])
+        for n in (5, 1000000):
+            data = os.urandom(n)
+            r = c.get('/api/echo', method='POST', body=data,
+                      headers=[('Content-Length', str(n))])
+            self.assertEqual(r.status, 200)
+            req, h = self.received(o, '/api/echo')
+            self.assertEqual(h['content-length'], str(n))
+            self.assertEqual(req['body'], data)
+
+    def test_chunked_body(self):
+        o = self.origin()
+        c = self.start_proxy([o.addr])
+        data = os.urandom(1000000)
+        wire = bytearray()
+        for i in range(0, len(data), 65536):
+            piece = data[i:i + 65536]
+            wire += b'%x\r\n' % len(piece) + piece + b'\r\n'
+        wire += b'0\r\n\r\n'
+        r = c.get('/api/echo', method='POST', body=bytes(wire),
+                  headers=[('Transfer-Encoding', 'chunked')])
+        self.assertEqual(r.status, 200)
+        req, h = self.received(o, '/api/echo')
+        self.assertEqual(h['transfer-encoding'], 'chunked')
+        self.assertNotIn('content-length', h)
+        self.assertEqual(req['body'], data)
+
+    def test_body_over_limit_is_413_and_not_forwarded(self):
+        o = self.origin()
+        c = self.start_proxy([o.addr])
+        r = c.get('/api/echo', method='POST', body=b'',
+                  headers=[('Content-Length', str(2 * 1024 * 1024))])
+        self.assertEqual(r.status, 413)
+        self.assertEqual(o.count('/api/echo'), 0)
+
+    def test_slow_body_streams_before_it_ends(self):
+        """The origin sees the first bytes before the client sent all."""
+        o = self.origin()
+        c = self.start_proxy([o.addr])
+        with c.connect() as conn:
+            conn.send(build_request('/api/echo', method='PUT', headers=[
+                ('Content-Length', '200000')]) + b'a' * 100000)
+            # Not answered yet: the origin waits for the rest...
+            self.assertTrue(wait_until(lambda: o.connections > 0, 5))
+            time.sleep(0.2)
+            self.assertEqual(o.count('/api/echo'), 0)
+            conn.send(b'b' * 100000)
+            r = conn.read_response()
+            self.assertEqual(r.status, 200)
+        self.assertEqual(o.last('/api/echo')['body'],
+                         b'a' * 100000 + b'b' * 100000)
+
+
+class ProxyKeepaliveTest(ProxyTestCase):
+
+    def test_connections_are_reused(self):
+        o = self.origin()
+        c = self.start_proxy([o.addr], workers=2,
+                             upstream={'keepalive': 4})
+        c.wait_workers(2)
+        for i in range(1000):
+            with c.connect() as conn:
+                conn.send(build_request('/api/k%d' % (i % 10)))
+                self.assertEqual(conn.read_response().status, 200)
+        self.assertEqual(sum(o.count('/api/k%d' % i) for i in range(10)),
+                         1000)
+        self.assertLessEqual(o.connections, 2 * 4)
+
+    def test_origin_restarted_while_pooled(self):
+        o = self.origin()
+        port = o.port
+        c = self.start_proxy([o.addr])
+        with c.connect() as conn:
+            for _ in range(3):
+                conn.send(build_request('/api/a'))
+                self.assertEqual(conn.read_response().status, 200)
+            o.stop()
+            o2 = self.origin(port, name='second')
+            conn.send(build_request('/api/a'))
+            r = conn.read_response()
+            self.assertEqual(r.status, 200)
+            self.assertEqual(r.header('X-Origin'), 'second')
+        self.assertNoLogErrors(c)
+
+    def test_connection_close_from_origin_not_reused(self):
+        o = self.origin()
+        c = self.start_proxy([o.addr])
+        self.assertBody(c.get('/api/conn-close/10'), body(10))
+        self.assertBody(c.get('/api/conn-close/10'), body(10))
+        self.assertEqual(o.connections, 2)
+        self.assertNoLogErrors(c)
+
+
+class ProxyFramingTest(ProxyTestCase):
+
+    def raw(self, c, path, version='HTTP/1.1'):
+        with c.connect() as conn:
+            conn.send(build_request(path, version=version,
+                                    headers=[('Connection', 'close')]))
+            return conn.read_until_close()
+
+    def test_chunked_relayed_as_is_to_11(self):
+        o = self.origin()
+        c = self.start_proxy([o.addr])
+        data = self.raw(c, '/api/chunked/2500')
+        head, _, wire = data.partition(b'\r\n\r\n')
+        self.assertIn(b'\r\nTransfer-Encoding: chunked', head)
+        self.assertNotIn(b'Content-Length', head)
+        want = b''
+        b = body(2500)
+        for i in range(0, 2500, 1000):
+            want += b'%x\r\n' % len(b[i:i + 1000]) + b[i:i + 1000] + b'\r\n'
+        self.assertEqual(wire, want + b'0\r\n\r\n')
+        # On a kept-alive connection the next response follows.
+        with c.connect() as conn:
+            conn.send(build_request('/api/chunked/100000') +
+                      build_request('/api/x'))
+            r = conn.read_response()
+            self.assertEqual(r.body, body(100000))
+            self.assertEqual(conn.read_response().body, b'ok /api/x\n')
+
+    def test_large_body_through_a_slow_reader(self):
+        o = self.origin()
+        c = self.start_proxy([o.addr])
+        n = 8000000
+        s = socket.create_connection(('127.0.0.1', c.port), timeout=10)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16384)
+        s.sendall(build_request('/api/size/%d' % n) +
+                  build_request('/api/chunked/%d' % n))
+        buf = bytearray()
+        got = []
+        deadline = time.monotonic() + 30
+        while len(got) < 2 and time.monotonic() < deadline:
+            d = s.recv(65536)
+            if not d:
+                break
+            buf += d
+            r = parse_response(buf)
+            if r:
+                got.append(r[0])
+                del buf[:r[1]]
+        s.close()
+        self.assertEqual(len(got), 2)
+        for r in got:
+            self.assertEqual(r.status, 200)
+            self.assertTrue(r.body == body(n), 'body differs')
+
+    def test_chunked_decoded_for_10(self):
+        o = self.origin()
+        c = self.start_proxy([o.addr])
+        data = self.raw(c, '/api/chunked/250000', 'HTTP/1.0')
+        head, _, b = data.partition(b'\r\n\r\n')
+        self.assertNotIn(b'Transfer-Encoding', head)
+        self.assertNotIn(b'Content-Length', head)
+        self.assertIn(b'Connection: close', head)
+        self.assertEqual(b, body(250000))
+
+    def test_until_close_body(self):
+        o = self.origin()
+        c = self.start_proxy([o.addr])
+        for version in ('HTTP/1.1', 'HTTP/1.0'):
+            with c.connect() as conn:
+                conn.send(build_request('/api/close/300000', version=version))
+                data = conn.read_until_close()
+            head, _, b = data.partition(b'\r\n\r\n')
+            self.assertIn(b'Connection: close', head)
+            self.assertNotIn(b'Content-Length', head)
+            self.assertEqual(b, body(300000))
+
+    def test_204_and_304_without_body(self):
+        o = self.origin()
+        c = self.start_proxy([o.addr])
+        with c.connect() as conn:
+            conn.send(build_request('/api/status/204') +
+                      build_request('/api/status/304') +
+                      build_request('/api/x'))
+            self.assertEqual(conn.read_response().status, 204)
+            self.assertEqual(conn.read_response().status, 304)
+            self.assertEqual(conn.read_response().body, b'ok /api/x\n')
+
+    def test_pipelined_proxied_and_static_in_order(self):
+        o = self.origin()
+        c = self.start_proxy([o.addr])
+        c.write('a.txt', b'static a\n')
+        reqs = [('/a.txt', b'static a\n'),
+                ('/api/delay/200', b'late\n'),
+                ('/a.txt', b'static a\n'),
+                ('/api/chunked/50000', body(50000)),
+                ('/api/size/70000', body(70000)),
+                ('/a.txt', b'static a\n')]
+        with c.connect() as conn:
+            conn.send(b''.join(build_request(p) for p, _ in reqs))
+            for path, want in reqs:
+                r = conn.read_response()
+                self.assertEqual(r.status, 200, path)
+                self.assertEqual(r.body, want, path)
+
+
+class ProxyErrorTest(ProxyTestCase):
+
+    def test_connect_refused_is_502(self):
+        c = self.start_proxy(['127.0.0.1:%d' % free_port()])
+        r = c.get('/api/x')
+        self.assertEqual(r.status, 502)
+        c.wait_log(r'\[error\].*upstream 127\.0\.0\.1:\d+: connect: '
+                   r'Connection refused')
+
+    def test_read_timeout_is_504(self):
+        o = self.origin()
+        c = self.start_proxy([o.addr], upstream={'read_timeout': '1s'})
+        t = time.monotonic()
+        r = c.get('/api/delay/4000')
+        took = time.monotonic() - t
+        self.assertEqual(r.status, 504)
+        self.assertGreaterEqual(took, 0.9)
+        self.assertLess(took, 3.5)
+        c.wait_log(r'\[error\].*upstream .*: read timed out')
+
+    def test_cl_and_te_is_502_and_not_reused(self):
+        o = self.origin()
+        c = self.start_proxy([o.addr])
+        self.assertEqual(c.get('/api/x').status, 200)
+        self.assertEqual(o.connections, 1)
+        r = c.get('/api/bad/cl-te')
+        self.assertEqual(r.status, 502)
+        self.assertEqual(o.connections, 1)	# it went on the pooled one
+        self.assertEqual(c.get('/api/x').status, 200)
+        self.assertEqual(o.connections, 2)
+        c.wait_log(r'\[error\].*invalid response header')
+
+    def test_bad_header_byte_is_502(self):
+        o = self.origin()
+        c = self.start_proxy([o.addr])
+        self.assertEqual(c.get('/api/bad/header').status, 502)
+
+    def test_truncated_body_aborts_client(self):
+        o = self.origin()
+        c = self.start_proxy([o.addr])
+        with c.connect() as conn:
+            conn.send(build_request('/api/bad/truncated'))
+            data = conn.read_until_close()
+        head, _, b = data.partition(b'\r\n\r\n')
+        self.assertIn(b' 200 ', head.split(b'\r\n')[0])
+        self.assertIn(b'Content-Length: 1000', head)
+        self.assertEqual(b, b'x' * 10)
+        c.wait_log(r'\[error\].*connection closed after 10 body bytes')
+
+    def test_client_gone_while_waiting(self):
+        o = self.origin()
+        c = self.start_proxy([o.addr])
+        with c.connect() as conn:
+            conn.send(build_request('/api/delay/300'))
+            self.assertTrue(wait_until(lambda: o.count('/api/delay/300'),
+                                       5))
+        # The upstream connection was closed, not pooled mid-response.
+        self.assertEqual(c.get('/api/x').status, 200)
+        self.assertEqual(o.connections, 2)
+
+    def test_graceful_stop_finishes_proxied_request(self):
+        o = self.origin()
+        c = self.start_proxy([o.addr])
+        with c.connect() as conn:
+            conn.send(build_request('/api/delay/500'))
+            self.assertTrue(wait_until(lambda: o.count('/api/delay/500'),
+                                       5))
+            os.kill(c.master_pid, signal.SIGQUIT)
+            r = conn.read_response()
+            self.assertEqual(r.status, 200)
+            self.assertEqual(r.body, b'late\n')
+        c.expect_exit = True
+        c.proc.wait(10)
+        self.assertEqual(c.proc.returncode, 0)
+
+
+class ProxyBalanceTest(ProxyTestCase):
+
+    def test_weights(self):
+        a = self.origin(name='a')
+        b = self.origin(name='b')
+        c = self.start_proxy([a.addr, b.addr + ' weight=3'])
+        with c.connect() as conn:
+            for _ in range(400):
+                conn.send(build_request('/api/w'))
+                self.assertEqual(conn.read_response().status, 200)
+        self.assertLessEqual(abs(a.count('/api/w') - 100), 15)
+        self.assertLessEqual(abs(b.count('/api/w') - 300), 45)
+
+    def test_peer_marked_down_is_skipped(self):
+        a = self.origin(name='a')
+        dead = '127.0.0.1:%d' % free_port()
+        c = self.start_proxy([a.addr, dead],
+                             upstream={'max_fails': 2,
+                                       'fail_timeout': '60s'})
+        statuses = []
+        for _ in range(12):
+            statuses.append(c.get('/api/d').status)
+        self.assertEqual(statuses.count(502), 2, statuses)
+        self.assertEqual(statuses[-8:], [200] * 8)
+        self.assertEqual(a.count('/api/d'), 10)
+        c.wait_log(r'\[error\].*server 127\.0\.0\.1:\d+ marked down')
+
+
+class ProxyConfigTest(ProxyTestCase):
+
+    def check(self, text):
+        c = self.make()
+        path = os.path.join(c.tmp, 'bad.conf')
+        base = c.config_text()
+        with open(path, 'w') as f:
+            f.write(base + text)
+        out = c.check_config(path)
+        return out.returncode, out.stderr + out.stdout, base.count('\n')
+
+    def test_errors_name_the_line(self):
+        cases = [
+            ('server {\n root = "/"\n names = {"x"}\n'
+             ' location "/a/" {\n proxy = "nope"\n }\n}\n', 5,
+             'proxy "nope": no upstream has that name'),
+            ('upstream "u" {\n servers = {"127.0.0.1:1 weight=101"}\n}\n',
+             2, 'weight=N, N from 1 to 100'),
+            ('upstream "u" {\n servers = {"localhost:80"}\n}\n', 2,
+             'not a numeric'),
+            ('upstream "u" {\n servers = {"127.0.0.1:1"}\n}\n'
+             'upstream "u" {\n servers = {"127.0.0.1:2"}\n}\n', 4,
+             'duplicate'),
+            ('server {\n root = "/"\n names = {"x"}\n'
+             ' location "api" {\n }\n}\n', 5, "must start with '/'"),
+        ]
+        for text, line, msg in cases:
+            with self.subTest(msg=msg):
+                rc, out, base = self.check(text)
+                self.assertNotEqual(rc, 0, out)
+                self.assertIn('bad.conf:%d:' % (base + line), out)
+                self.assertIn(msg, out)
+
+    def test_upstream_defined_after_use(self):
+        rc, out, _ = self.check(
+            'server {\n root = "/"\n names = {"x"}\n'
+            ' location "/a/" {\n proxy = "later"\n }\n}\n'
+            'upstream "later" {\n servers = {"127.0.0.1:1", '
+            '"[::1]:2 weight=100"}\n keepalive = 0\n}\n')
+        self.assertEqual(rc, 0, out)

@@ -1,0 +1,44 @@
+/*
+ * The reverse proxy: requests under a location with "proxy" go to an
+ * upstream group over HTTP/1.1, on connections kept alive per worker; the
+ * response streams back to the client as it arrives.  Internal to worker/.
+ */
+#ifndef CORRAL_PROXY_H
+#define CORRAL_PROXY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+struct conn;
+struct proxy;
+
+/*
+ * Starts forwarding the current request of c to upstream up (an index in
+ * config.upstreams).  The request header is copied, so the input buffer
+ * may move on.  Never answers at once: the response, or an error, comes
+ * later through conn_proxy_done().  NULL when memory ran out.
+ */
+struct proxy *proxy_start(struct conn *c, int up);
+
+/* How many more request body bytes the proxy takes now; 0: pause. */
+size_t proxy_body_room(const struct proxy *px);
+
+/*
+ * Hands over decoded request body bytes; last is set with the final ones
+ * (len may then be 0).
+ */
+void proxy_body(struct proxy *px, const char *p, size_t len, bool last);
+
+/* The client's output queue is empty: reading the upstream may resume. */
+void proxy_drained(struct proxy *px);
+
+/*
+ * Gives up: closes the upstream connection and frees px.  Returns true
+ * when the response header had gone to the client already.
+ */
+bool proxy_cancel(struct proxy *px);
+
+/* Closes pooled upstream connections and frees everything; at exit. */
+void proxy_free_all(void);
+
+#endif
