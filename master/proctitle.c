@@ -14,7 +14,9 @@ extern char **environ;
 
 static char *title_start;
 static size_t title_room;
-static char **env_copy;
+/* Not static: the copy lives as long as the process, and a global keeps it
+ * visibly reachable for leak checkers. */
+char **proctitle_env;
 
 void
 proctitle_init(int argc, char **argv)
@@ -30,17 +32,17 @@ proctitle_init(int argc, char **argv)
 		end = argv[i] + strlen(argv[i]) + 1;
 	for (n = 0; environ[n] != NULL; n++)
 		;
-	env_copy = calloc(n + 1, sizeof(char *));
-	if (env_copy == NULL)
+	proctitle_env = calloc(n + 1, sizeof(char *));
+	if (proctitle_env == NULL)
 		return;
 	for (i = 0; environ[i] != NULL; i++) {
 		if (environ[i] == end)
 			end = environ[i] + strlen(environ[i]) + 1;
-		env_copy[i] = strdup(environ[i]);
-		if (env_copy[i] == NULL)
+		proctitle_env[i] = strdup(environ[i]);
+		if (proctitle_env[i] == NULL)
 			return;
 	}
-	environ = env_copy;
+	environ = proctitle_env;
 	title_start = argv[0];
 	title_room = (size_t)(end - argv[0]);
 }

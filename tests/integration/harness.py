@@ -23,6 +23,8 @@ import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 BIN = os.path.abspath(os.environ.get('CORRAL_BIN', './corral'))
+# make check-valgrind: run every server under memcheck (it follows fork).
+VALGRIND = os.environ.get('CORRAL_VALGRIND', '').split()
 SRCDIR = os.path.abspath(os.environ.get('CORRAL_SRCDIR',
                                         os.path.join(HERE, '..', '..')))
 MIME_TYPES = os.path.join(SRCDIR, 'etc', 'mime.types')
@@ -592,7 +594,7 @@ class Corral:
             env['ASAN_OPTIONS'] = (env.get('ASAN_OPTIONS', '') +
                                    ':detect_leaks=0').lstrip(':')
         self.proc = subprocess.Popen(
-            self.wrapper + [BIN, '-f', '-c', self.conf_path],
+            VALGRIND + self.wrapper + [BIN, '-f', '-c', self.conf_path],
             stdin=subprocess.DEVNULL, stdout=self.stderr_f,
             stderr=self.stderr_f, cwd=self.cwd, start_new_session=True,
             env=env)
@@ -705,6 +707,8 @@ class Corral:
         for bad in ('AddressSanitizer', 'LeakSanitizer', 'runtime error:'):
             if bad in err:
                 self._fail('sanitizer report on stderr')
+        if 'VALGRIND-ERROR-BEGIN' in err:
+            self._fail('valgrind report on stderr')
         if not self.expect_worker_death:
             if re.search(r'\[(error|crit|alert)\].*'
                          r'(killed by signal|exited with code)', self.log()):
