@@ -215,7 +215,9 @@ open_walk(int rootfd, const char *rel, int flags)
 		memcpy(comp, p, n);
 		comp[n] = '\0';
 		if (slash == NULL || slash[1] == '\0') {
-			fd = openat(dirfd, comp, flags | O_NOFOLLOW);
+			/* "file/" names a folder, as the kernel has it. */
+			fd = openat(dirfd, comp, flags | O_NOFOLLOW |
+			    (slash != NULL ? O_DIRECTORY : 0));
 			break;
 		}
 		fd = openat(dirfd, comp, O_PATH | O_DIRECTORY | O_NOFOLLOW |
