@@ -113,6 +113,9 @@ static const struct range {
 	{ "upstream|send_timeout", U_TIME, 1, DAY },
 	{ "upstream|max_fails",	 U_COUNT, 0, 1000 },
 	{ "upstream|fail_timeout", U_TIME, 1, DAY },
+	{ "server|location|cache_ttl", U_COUNT, 0, 2592000 },
+	{ "server|location|cache_lock_timeout", U_TIME, 1, DAY },
+	{ "server|location|cache_pass_ttl", U_TIME, 0, DAY },
 };
 
 static int cb_workers(cfg_t *, cfg_opt_t *, const char *, void *);
@@ -125,9 +128,19 @@ static int cb_server_name(cfg_t *, cfg_opt_t *, const char *, void *);
 static int cb_root(cfg_t *, cfg_opt_t *, const char *, void *);
 static int cb_index(cfg_t *, cfg_opt_t *, const char *, void *);
 static int cb_peer(cfg_t *, cfg_opt_t *, const char *, void *);
+static int cb_stale(cfg_t *, cfg_opt_t *, const char *, void *);
+static int cb_purge(cfg_t *, cfg_opt_t *, const char *, void *);
 
 static cfg_opt_t location_opts[] = {
 	CFG_STR("proxy", NULL, CFGF_NODEFAULT),
+	CFG_BOOL("cache", cfg_false, CFGF_NONE),
+	CFG_INT_CB("cache_ttl", 60, CFGF_NONE, cb_count),
+	CFG_BOOL("cache_lock", cfg_true, CFGF_NONE),
+	CFG_INT_CB("cache_lock_timeout", 5 * SEC, CFGF_NONE, cb_time),
+	CFG_STR_LIST_CB("cache_stale", "{}", CFGF_NONE, cb_stale),
+	CFG_INT_CB("cache_pass_ttl", 10 * SEC, CFGF_NONE, cb_time),
+	CFG_STR_LIST_CB("purge_allow", "{}", CFGF_NONE, cb_purge),
+	CFG_BOOL("x_cache", cfg_true, CFGF_NONE),
 	CFG_END()
 };
 
@@ -154,7 +167,7 @@ static cfg_opt_t upstream_opts[] = {
 
 static cfg_opt_t cache_opts[] = {
 	CFG_STR("path", "off", CFGF_NONE),
-	CFG_INT_CB("size", 64 * MB, CFGF_NONE, cb_size),
+	CFG_INT_CB("size", 256 * MB, CFGF_NONE, cb_size),
 	CFG_INT_CB("stripes", 16, CFGF_NONE, cb_count),
 	CFG_INT_CB("max_object", MB, CFGF_NONE, cb_size),
 	CFG_INT_CB("file_max", MB, CFGF_NONE, cb_size),
@@ -622,6 +635,60 @@ cb_index(cfg_t *cfg, cfg_opt_t *opt, const char *value, void *result)
 	return 0;
 }
 
+static const struct {
+	const char *name;
+	unsigned bit;
+} stale_words[] = {
+	{ "updating", CACHE_STALE_UPDATING },
+	{ "error", CACHE_STALE_ERROR },
+	{ "timeout", CACHE_STALE_TIMEOUT },
+	{ "http_500", CACHE_STALE_500 },
+	{ "http_502", CACHE_STALE_502 },
+	{ "http_503", CACHE_STALE_503 },
+	{ "http_504", CACHE_STALE_504 },
+};
+
+static unsigned
+stale_bit(const char *word)
+{
+	size_t i;
+
+	for (i = 0; i < nitems(stale_words); i++)
+		if (strcmp(stale_words[i].name, word) == 0)
+			return stale_words[i].bit;
+	return 0;
+}
+
+static int
+cb_stale(cfg_t *cfg, cfg_opt_t *opt, const char *value, void *result)
+{
+	if (stale_bit(value) == 0) {
+		cfg_error(cfg, "unknown cache_stale \"%s\" (updating, error, "
+		    "timeout, http_500, http_502, http_503 or http_504)",
+		    value);
+		return -1;
+	}
+	*(const char **)result = value;
+	return 0;
+}
+
+/* A numeric address, kept as inet_ntop() writes it, as clients are. */
+static int
+cb_purge(cfg_t *cfg, cfg_opt_t *opt, const char *value, void *result)
+{
+	unsigned char a[sizeof(struct in6_addr)];
+	int af = strchr(value, ':') != NULL ? AF_INET6 : AF_INET;
+
+	if (inet_pton(af, value, a) != 1 ||
+	    inet_ntop(af, a, ld->result, sizeof(ld->result)) == NULL) {
+		cfg_error(cfg, "purge_allow \"%s\" is not a numeric address",
+		    value);
+		return -1;
+	}
+	*(const char **)result = ld->result;
+	return 0;
+}
+
 /* Remembers where a global option was set, for checks made after parsing. */
 static void
 note_line(cfg_t *cfg, cfg_opt_t *opt)
@@ -647,7 +714,7 @@ validate_range(cfg_t *cfg, cfg_opt_t *opt)
 
 	note_line(cfg, opt);
 	for (r = ranges; r < ranges + nitems(ranges); r++)
-		if (strcmp(strchr(r->name, '|') ? strchr(r->name, '|') + 1 :
+		if (strcmp(strrchr(r->name, '|') ? strrchr(r->name, '|') + 1 :
 		    r->name, opt->name) == 0)
 			break;
 	if (r == ranges + nitems(ranges) || (v >= r->min && v <= r->max))
@@ -1138,6 +1205,22 @@ location_cmp(const void *a, const void *b)
 	    x->prefix_len > y->prefix_len ? -1 : 0;
 }
 
+static void
+build_location_cache(cfg_t *ls, struct config_location *l)
+{
+	size_t i;
+
+	l->cache = cfg_getbool(ls, "cache");
+	l->cache_ttl = cfg_getint(ls, "cache_ttl");
+	l->cache_lock = cfg_getbool(ls, "cache_lock");
+	l->cache_lock_timeout_ms = cfg_getint(ls, "cache_lock_timeout");
+	l->cache_pass_ttl_ms = cfg_getint(ls, "cache_pass_ttl");
+	l->x_cache = cfg_getbool(ls, "x_cache");
+	for (i = 0; i < cfg_size(ls, "cache_stale"); i++)
+		l->cache_stale |= stale_bit(cfg_getnstr(ls, "cache_stale", i));
+	l->purge_allow = copy_list(ls, "purge_allow", &l->npurge_allow);
+}
+
 /* Kept longest prefix first, so the first match is the longest. */
 static void
 build_locations(cfg_t *sec, struct config_server *s)
@@ -1161,6 +1244,7 @@ build_locations(cfg_t *sec, struct config_server *s)
 		l->prefix_len = l->prefix ? strlen(l->prefix) : 0;
 		proxy = cfg_getstr(ls, "proxy");
 		l->upstream = proxy ? find_upstream(ld->cfg, proxy) : -1;
+		build_location_cache(ls, l);
 	}
 	qsort(s->locations, n, sizeof(*s->locations), location_cmp);
 }
@@ -1338,8 +1422,11 @@ config_free(struct config *cf)
 		free(cf->servers[i].root);
 		free_list(cf->servers[i].index, cf->servers[i].nindex);
 		free(cf->servers[i].access_log);
-		for (j = 0; j < cf->servers[i].nlocations; j++)
+		for (j = 0; j < cf->servers[i].nlocations; j++) {
 			free(cf->servers[i].locations[j].prefix);
+			free_list(cf->servers[i].locations[j].purge_allow,
+			    cf->servers[i].locations[j].npurge_allow);
+		}
 		free(cf->servers[i].locations);
 	}
 	for (i = 0; cf->upstreams != NULL && i < cf->nupstreams; i++) {

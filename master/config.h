@@ -42,14 +42,31 @@ struct config_upstream {
 
 /*
  * A location of a server: requests whose normalised path starts with
- * prefix go to the upstream, the others are served from files.  The cache
- * directives (cache, cache_ttl, cache_lock, cache_lock_timeout,
- * cache_stale) will live here too.
+ * prefix go to the upstream, the others are served from files.  Proxied
+ * responses may be kept in the shared store (worker/proxy.c).
  */
+#define CACHE_STALE_UPDATING	0x01	/* while one request refreshes */
+#define CACHE_STALE_ERROR	0x02	/* upstream unreachable or broken */
+#define CACHE_STALE_TIMEOUT	0x04
+#define CACHE_STALE_500		0x08
+#define CACHE_STALE_502		0x10
+#define CACHE_STALE_503		0x20
+#define CACHE_STALE_504		0x40
+
 struct config_location {
 	char *prefix;			/* starts with '/' */
 	size_t prefix_len;
 	int upstream;			/* in config.upstreams; -1: files */
+	bool cache;
+	bool cache_lock;		/* one filler, the others wait */
+	bool x_cache;			/* X-Cache on proxied responses */
+	int64_t cache_ttl;		/* seconds when the origin says
+					   nothing; 0: never expires */
+	int cache_lock_timeout_ms;
+	int cache_pass_ttl_ms;		/* hit-for-pass */
+	unsigned cache_stale;		/* CACHE_STALE_* */
+	char **purge_allow;		/* numeric addresses, canonical */
+	size_t npurge_allow;
 };
 
 struct config_server {

@@ -80,6 +80,7 @@ struct conn {
 	bool linger;		/* and drain the input first */
 	bool keepalive;		/* the current request allows it */
 	bool head;
+	bool broken;		/* out of memory building a response */
 	bool rpaused;		/* not reading: the proxy is full */
 	unsigned nreq;
 	struct event rev;
@@ -121,7 +122,6 @@ static struct alog *alogs;
 static struct conn *all_conns;
 static struct pin *free_pins;
 
-static void alog_init(void);
 
 static const char allow[] = "Allow: GET, HEAD, OPTIONS\r\n";
 static const char html[] = "Content-Type: text/html; charset=utf-8\r\n";
@@ -375,7 +375,7 @@ obuf_commit(struct conn *c, size_t n)
 	}
 	if (seg_new(c, SEG_OBUF, n) == NULL) {
 		/* Cannot happen: the caller checked OSEG_RESERVE. */
-		c->close_after = true;
+		c->broken = true;
 		return;
 	}
 	c->segs[c->stail - 1].off = c->olen;
@@ -388,7 +388,7 @@ obuf_add(struct conn *c, const void *p, size_t n)
 	char *dst = obuf_reserve(c, n);
 
 	if (dst == NULL) {
-		c->close_after = true;
+		c->broken = true;
 		return;
 	}
 	memcpy(dst, p, n);
@@ -465,7 +465,7 @@ resp_body_mem(struct conn *c, const void *p, size_t len,
 		return;
 	s = seg_new(c, SEG_MEM, len);
 	if (s == NULL) {
-		c->close_after = true;
+		c->broken = true;
 		return;
 	}
 	s->p = p;
@@ -500,7 +500,7 @@ resp_body_file(struct conn *c, struct fentry *ref, int fd, off_t off,
 		return;
 	s = seg_new(c, SEG_FILE, (size_t)len);
 	if (s == NULL) {
-		c->close_after = true;
+		c->broken = true;
 		return;
 	}
 	s->fd = fd;
@@ -543,7 +543,7 @@ resp_body_pin(struct conn *c, struct pin *p, size_t off, size_t len)
 		return;
 	s = seg_new(c, SEG_MEM, len);
 	if (s == NULL) {
-		c->close_after = true;
+		c->broken = true;
 		return;
 	}
 	s->p = (const char *)p->ref.data + off;
@@ -648,8 +648,6 @@ access_log_reopen(void)
 	const struct config *cf = worker.cf;
 	int fd;
 
-	if (alogs == NULL)
-		alog_init();
 	for (size_t i = 0; i < cf->nservers; i++) {
 		if (alogs[i].fd == -1)
 			continue;
@@ -666,8 +664,9 @@ access_log_reopen(void)
 	}
 }
 
-static void
-alog_init(void)
+/* At worker start, where failing is allowed; requests never allocate. */
+void
+access_log_init(void)
 {
 	const struct config *cf = worker.cf;
 
@@ -688,8 +687,6 @@ resp_done(struct conn *c, int status, uint64_t body_bytes)
 	size_t n;
 	int rc;
 
-	if (alogs == NULL)
-		alog_init();
 	al = &alogs[c->srv];
 	if (al->fd == -1)
 		return;
@@ -843,6 +840,10 @@ out_flush(struct conn *c)
 {
 	ssize_t n;
 
+	/* A response that could not be built whole is never sent in part:
+	 * the connection closes instead. */
+	if (c->broken)
+		return -1;
 	while (c->shead < c->stail) {
 		if (c->segs[c->shead].type == SEG_FILE)
 			n = send_file(c, &c->segs[c->shead]);
@@ -1053,8 +1054,8 @@ handle_request(struct conn *c)
 	static_serve(c, c->srv, path, (size_t)len);
 }
 
-/* The upstream of the location the path falls in, or -1 for files. */
-static int
+/* The proxied location the path falls in, or NULL for files. */
+static const struct config_location *
 route(struct conn *c)
 {
 	const struct config_server *s = &worker.cf->servers[c->srv];
@@ -1065,16 +1066,16 @@ route(struct conn *c)
 	int status;
 
 	if (s->nlocations == 0 || r->method == HTTP_M_CONNECT)
-		return -1;
+		return NULL;
 	len = http_path_normalize(path, sizeof(path), r->path.p, r->path.len,
 	    &status);
 	if (len < 0)
-		return -1;
+		return NULL;
 	for (l = s->locations; l < s->locations + s->nlocations; l++)
 		if ((size_t)len >= l->prefix_len &&
 		    memcmp(path, l->prefix, l->prefix_len) == 0)
-			return l->upstream;
-	return -1;
+			return l->upstream >= 0 ? l : NULL;
+	return NULL;
 }
 
 /* Sets up reading (and discarding) the body that follows the header. */
@@ -1162,10 +1163,11 @@ keepalive_allowed(const struct conn *c)
 static bool
 parse_one(struct conn *c)
 {
+	const struct config_location *l;
 	struct http_request *r = &c->req;
-	bool has_body;
+	bool has_body, answered = false;
 	ssize_t n;
-	int rc, up;
+	int rc;
 
 	n = http_parse_request(r, c->ibuf + c->ipos, c->ilen - c->ipos,
 	    &c->scan, worker.headers, worker.cf->max_headers,
@@ -1194,10 +1196,14 @@ parse_one(struct conn *c)
 	has_body = r->content_length > 0 || r->chunked;
 	if (has_body && !body_begin(c))
 		return false;
-	if ((up = route(c)) >= 0 && (c->px = proxy_start(c, up)) == NULL) {
-		c->keepalive = false;
-		resp_error(c, 502);
-		return false;
+	if ((l = route(c)) != NULL) {
+		rc = proxy_start(c, l, &c->px);
+		if (rc < 0) {
+			c->keepalive = false;
+			resp_error(c, 502);
+			return false;
+		}
+		answered = rc == 0;
 	}
 	if (has_body) {
 		/* What already arrived is checked before answering, so a
@@ -1214,7 +1220,7 @@ parse_one(struct conn *c)
 		if (rc == HTTP_AGAIN)
 			c->state = CS_BODY;
 	}
-	if (c->px == NULL)
+	if (c->px == NULL && !answered)
 		handle_request(c);
 	return true;
 }

@@ -77,6 +77,9 @@ void access_log_reopen(void);
 /* Closes every connection and frees what connections use; at exit. */
 void conn_close_all(void);
 
+/* Sets up the access log buffers; at worker start. */
+void access_log_init(void);
+
 /* Writes out buffered access log lines. */
 void access_log_flush(void);
 

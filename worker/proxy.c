@@ -13,8 +13,10 @@
  * Timeouts ride on the events: with EV_PERSIST a timeout is restarted by
  * each activation, which is "between two reads" (or writes).
  */
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdarg.h>
@@ -29,6 +31,7 @@
 
 #include "master/config.h"
 #include "master/log.h"
+#include "shm/store.h"
 #include "worker/conn.h"
 #include "worker/http_response.h"
 #include "worker/proxy.h"
@@ -40,6 +43,8 @@
 #define PX_OUT_HIGH	(256 * 1024)	/* response bytes waiting for the
 					   client */
 #define PX_LOGBUF	2048
+
+#define nitems(a)	(sizeof(a) / sizeof((a)[0]))
 
 struct peer {
 	const struct config_peer *cf;
@@ -61,7 +66,37 @@ struct upstream {
 	unsigned nidle;
 };
 
-enum px_state { PX_CONNECT, PX_HEADER, PX_BODY };
+enum px_state { PX_WAIT, PX_CONNECT, PX_HEADER, PX_BODY };
+
+/* What X-Cache says. */
+enum xc { XC_NONE, XC_HIT, XC_MISS, XC_STALE, XC_UPDATING, XC_EXPIRED,
+	XC_BYPASS };
+
+/*
+ * The header of a stored object.  A response is followed by its entity
+ * tag, its header lines and its (decoded) body; a Vary spec by the field
+ * names it lists.
+ */
+struct cobj {
+	uint32_t magic;
+	uint16_t kind;			/* CO_* */
+	uint16_t status;
+	int64_t born;			/* when its Age was 0 */
+	int64_t fresh_until;		/* INT64_MAX: never stale */
+	int64_t mtime;			/* Last-Modified, -1: none */
+	uint64_t gen;			/* CO_VARY: names its variants */
+	uint32_t etag_len;
+	uint32_t hlen;			/* header lines, or the Vary names */
+	uint64_t blen;
+};
+
+#define CO_MAGIC	0x63727270u
+#define CO_RESP		1
+#define CO_PASS		2		/* hit-for-pass marker */
+#define CO_VARY		3
+#define CO_GRACE	3600		/* seconds stale copies are kept */
+#define CO_ETAG_MAX	128
+#define CO_COND_MAX	512
 
 struct proxy {
 	struct conn *c;
@@ -96,14 +131,49 @@ struct proxy {
 	struct http_header loghdrs[2];
 	char logbuf[PX_LOGBUF];
 	struct proxy *next;		/* free list */
+
+	/* The cache: see "The cache" below. */
+	const struct config_location *loc;
+	int method;
+	uint8_t xc;			/* enum xc */
+	bool cached;			/* looked up in the cache */
+	bool fill;			/* the response may be stored */
+	bool lease;			/* this request fills the key */
+	bool stale;			/* a stale copy is there */
+	bool reval;			/* ask the upstream if it changed */
+	bool storing;			/* copying the body into cbuf */
+	bool waiting;			/* in the list of waiters */
+	bool built;			/* wbuf holds the request header */
+	unsigned wake_gen;
+	struct proxy *wprev, *wnext;
+	char *cbuf;			/* object being stored */
+	size_t clen, csize;
+	int64_t cttl;
+	struct http_body cbody;		/* decodes a chunked copy */
+	struct cobj co;
+	char etag[CO_ETAG_MAX];		/* validators of the stale copy */
+	size_t etag_len;
+	int64_t mtime;
+	char cond[CO_COND_MAX];		/* the client's preconditions */
+	struct span inm, ims;
+	size_t klen, oklen, lklen;
+	char *okey;			/* key of the object: key or vkey */
+	char key[STORE_KEY_MAX];	/* the URL */
+	char vkey[STORE_KEY_MAX];	/* a variant of it */
+	char lkey[STORE_KEY_MAX];	/* the lease */
 };
 
 static struct upstream *ups;
 static size_t nups;
 static struct proxy *free_px;
+static struct proxy *waiters;
+static unsigned wake_gen;
 
 static void px_read_cb(evutil_socket_t, short, void *);
 static void px_write_cb(evutil_socket_t, short, void *);
+static void cache_end(struct proxy *);
+static bool cache_cond_header(struct span);
+static bool cache_intercept(struct proxy *, size_t);
 
 static const char *const idempotent[] = {
 	"GET", "HEAD", "OPTIONS", "PUT", "DELETE", NULL
@@ -334,6 +404,7 @@ px_detach(struct proxy *px, bool reuse)
 static void
 px_release(struct proxy *px, bool reuse)
 {
+	cache_end(px);
 	px_detach(px, reuse);
 	if (px->rsize > PX_RBUF) {
 		/* A large header grew it; do not keep that around. */
@@ -371,7 +442,8 @@ build_request(struct proxy *px, const struct http_request *r)
 	ok = ok && wbuf_str(px, " HTTP/1.1\r\n");
 	for (h = r->headers; ok && h < r->headers + r->nheaders; h++) {
 		if (http_hop_by_hop(r->headers, r->nheaders, h->name) ||
-		    name_in(h->name, req_drop))
+		    name_in(h->name, req_drop) ||
+		    (px->cached && px->fill && cache_cond_header(h->name)))
 			continue;
 		ok = wbuf_span(px, h->name) && wbuf_str(px, ": ") &&
 		    wbuf_span(px, h->value) && wbuf_str(px, "\r\n");
@@ -434,7 +506,7 @@ px_want_read(struct proxy *px)
 	struct timeval tv;
 	bool sent = px->body_done && px->wpos == px->wlen;
 
-	if (px->paused || px->state == PX_CONNECT)
+	if (px->paused || px->state == PX_CONNECT || px->fd == -1)
 		return;
 	ms_tv(&tv, px->up->cf->read_timeout_ms);
 	event_add(&px->rev, sent ? &tv : NULL);
@@ -480,19 +552,1012 @@ px_begin(struct proxy *px)
 	return true;
 }
 
-struct proxy *
-proxy_start(struct conn *c, int up)
+/* The cache ---------------------------------------------------------- */
+
+/*
+ * Responses of a location with "cache" are kept in the shared store under
+ * the normalised URL.  A key holds a response, a hit-for-pass marker, or
+ * a Vary spec whose generation and field names lead to the variants.
+ * Objects stay in the store CO_GRACE seconds past their freshness, which
+ * the object header tracks, so a stale copy can be revalidated or served
+ * when the upstream fails.  Refills are serialised by store leases on an
+ * auxiliary key, never stored ("L" or "W" + the object key), as the store
+ * only leases keys that are missing: other requests wait on the store's
+ * wake fd, in any worker, and look again when it fires.
+ */
+
+enum lk { LK_ANSWERED, LK_FETCH, LK_WAIT };
+
+static const char *const xc_name[] = {
+	"", "HIT", "MISS", "STALE", "UPDATING", "EXPIRED", "BYPASS"
+};
+
+/* Request fields a fill does not forward: the cache answers them. */
+static const char *const cond_fields[] = {
+	"If-None-Match", "If-Modified-Since", "If-Match",
+	"If-Unmodified-Since", "If-Range", "Range", NULL
+};
+
+/* Response fields not stored: corral states them on each answer. */
+static const char *const store_drop[] = {
+	"Server", "Date", "Content-Length", "Age", "X-Cache", NULL
+};
+
+/* Statuses stored without explicit freshness (RFC 9110 15.1). */
+static const int heuristic_ok[] = {
+	200, 203, 204, 300, 301, 308, 404, 405, 410, 414, 501
+};
+
+static void px_fail(struct proxy *, int, bool, const char *, ...)
+    __attribute__((format(printf, 4, 5)));
+static bool px_begin(struct proxy *);
+
+static bool
+cache_cond_header(struct span name)
+{
+	return name_in(name, cond_fields);
+}
+
+static bool
+cache_on(const struct proxy *px)
+{
+	return px->loc != NULL && px->loc->cache && worker.store != NULL;
+}
+
+static void
+key_add(char *key, size_t *len, const void *p, size_t n, bool *ok)
+{
+	if (!*ok || *len + n > STORE_KEY_MAX) {
+		*ok = false;
+		return;
+	}
+	memcpy(key + *len, p, n);
+	*len += n;
+}
+
+/* "P" host NUL path NUL query: one URL, however it was spelt. */
+static bool
+cache_key(struct proxy *px)
+{
+	const struct http_request *r = conn_req(px->c);
+	char path[PATH_MAX], host[256];
+	ssize_t len;
+	size_t i, n = 0;
+	bool ok = true;
+	int status;
+
+	if (r->host.len >= sizeof(host))
+		return false;
+	for (i = 0; i < r->host.len; i++)
+		host[i] = (char)tolower((unsigned char)r->host.p[i]);
+	len = http_path_normalize(path, sizeof(path), r->path.p, r->path.len,
+	    &status);
+	if (len < 0)
+		return false;
+	key_add(px->key, &n, "P", 1, &ok);
+	key_add(px->key, &n, host, r->host.len, &ok);
+	key_add(px->key, &n, "", 1, &ok);
+	key_add(px->key, &n, path, (size_t)len, &ok);
+	key_add(px->key, &n, "", 1, &ok);
+	if (r->query.p != NULL)
+		key_add(px->key, &n, r->query.p, r->query.len, &ok);
+	px->klen = n;
+	px->okey = px->key;
+	px->oklen = n;
+	return ok;
+}
+
+/* A request field by name, from the input or, later, from wbuf. */
+static struct span
+req_field(const struct proxy *px, const char *name)
+{
+	struct span none = { NULL, 0 }, v;
+	size_t nlen = strlen(name);
+	const char *p, *end, *eol;
+
+	if (!px->built)
+		return http_header_get(conn_req(px->c), name);
+	p = memchr(px->wbuf, '\n', px->wlen);
+	end = px->wbuf + px->wlen;
+	while (p != NULL && ++p < end && *p != '\r') {
+		eol = memchr(p, '\r', (size_t)(end - p));
+		if (eol == NULL)
+			break;
+		if ((size_t)(eol - p) > nlen && p[nlen] == ':' &&
+		    strncasecmp(p, name, nlen) == 0) {
+			v.p = p + nlen + 1;
+			while (v.p < eol && *v.p == ' ')
+				v.p++;
+			v.len = (size_t)(eol - v.p);
+			return v;
+		}
+		p = memchr(eol, '\n', (size_t)(end - eol));
+	}
+	return none;
+}
+
+/*
+ * The variant key: "V" gen, the URL, then each field Vary names with the
+ * request's value; Accept-Encoding counts only as gzip or identity.
+ */
+static bool
+variant_key(struct proxy *px, uint64_t gen, const char *names, size_t len)
+{
+	char g[24], name[64];
+	const char *p = names, *end = names + len, *comma;
+	struct span v;
+	size_t n = 0, nl;
+	bool ok = true;
+
+	snprintf(g, sizeof(g), "V%016llx", (unsigned long long)gen);
+	key_add(px->vkey, &n, g, strlen(g), &ok);
+	key_add(px->vkey, &n, px->key + 1, px->klen - 1, &ok);
+	while (ok && p < end) {
+		comma = memchr(p, ',', (size_t)(end - p));
+		nl = (size_t)((comma ? comma : end) - p);
+		if (nl == 0 || nl >= sizeof(name))
+			return false;
+		memcpy(name, p, nl);
+		name[nl] = '\0';
+		v = req_field(px, name);
+		key_add(px->vkey, &n, "\n", 1, &ok);
+		key_add(px->vkey, &n, name, nl, &ok);
+		key_add(px->vkey, &n, "=", 1, &ok);
+		if (strcmp(name, "accept-encoding") == 0) {
+			bool gz = v.p != NULL && memmem(v.p, v.len, "gzip",
+			    4) != NULL;
+
+			key_add(px->vkey, &n, gz ? "gzip" : "identity",
+			    gz ? 4 : 8, &ok);
+		} else if (v.p != NULL) {
+			key_add(px->vkey, &n, v.p, v.len, &ok);
+		}
+		p += nl + 1;
+	}
+	px->okey = px->vkey;
+	px->oklen = n;
+	return ok;
+}
+
+/* Reads the object header of a pinned value; false when it is not ours. */
+static bool
+cobj_read(const struct store_ref *ref, struct cobj *co)
+{
+	if (ref->len < sizeof(*co))
+		return false;
+	memcpy(co, ref->data, sizeof(*co));
+	return co->magic == CO_MAGIC &&
+	    ref->len == sizeof(*co) + co->etag_len + co->hlen + co->blen;
+}
+
+enum obj { OBJ_NONE, OBJ_FOUND, OBJ_PASS };
+
+/* The response stored for the request, following a Vary spec. */
+static enum obj
+obj_get(struct proxy *px, struct store_ref *ref, struct cobj *co)
+{
+	struct store *s = worker.store;
+	bool ok;
+
+	px->okey = px->key;
+	px->oklen = px->klen;
+	if (store_get(s, px->key, px->klen, ref) != STORE_HIT)
+		return OBJ_NONE;
+	if (!cobj_read(ref, co)) {
+		store_release(s, ref);
+		return OBJ_NONE;
+	}
+	if (co->kind == CO_PASS) {
+		store_release(s, ref);
+		return OBJ_PASS;
+	}
+	if (co->kind == CO_VARY) {
+		ok = variant_key(px, co->gen, (const char *)ref->data +
+		    sizeof(*co), co->hlen);
+		store_release(s, ref);
+		if (!ok)
+			return OBJ_PASS;
+		if (store_get(s, px->okey, px->oklen, ref) != STORE_HIT)
+			return OBJ_NONE;
+		if (!cobj_read(ref, co) || co->kind != CO_RESP) {
+			store_release(s, ref);
+			return OBJ_NONE;
+		}
+	}
+	return OBJ_FOUND;
+}
+
+static bool
+cobj_fresh(const struct cobj *co)
+{
+	return co->fresh_until == INT64_MAX || worker.now < co->fresh_until;
+}
+
+/* 304 when the client's preconditions match the stored validators. */
+static bool
+cache_not_modified(const struct proxy *px, const struct cobj *co,
+    const char *etag)
+{
+	struct http_request rq;
+
+	memset(&rq, 0, sizeof(rq));
+	rq.method = HTTP_M_GET;
+	if (px->inm.p != NULL) {
+		if (co->etag_len == 0)
+			return false;
+		rq.if_none_match = px->inm;
+	} else if (px->ims.p != NULL) {
+		if (co->mtime < 0)
+			return false;
+		rq.if_modified_since = px->ims;
+	} else {
+		return false;
+	}
+	return http_conditional(&rq, etag, co->etag_len,
+	    (time_t)co->mtime) == 304;
+}
+
+/* Answers from a pinned object, whose pin it takes over. */
+static void
+cache_answer(struct proxy *px, struct store_ref *ref, const struct cobj *co,
+    enum xc xc)
+{
+	struct conn *c = px->c;
+	const char *etag = (const char *)ref->data + sizeof(*co);
+	const char *lines = etag + co->etag_len;
+	size_t off = sizeof(*co) + co->etag_len + co->hlen;
+	int64_t age = worker.now - co->born;
+	bool x = px->loc->x_cache, body;
+	int status = co->status;
+	struct pin *pin;
+
+	if (cache_not_modified(px, co, etag))
+		status = 304;
+	resp_status(c, status);
+	resp_header(c, lines, co->hlen);
+	resp_headerf(c, "Age: %lld", (long long)(age > 0 ? age : 0));
+	if (x)
+		resp_headerf(c, "X-Cache: %s", xc_name[xc]);
+	body = status != 304 && status != 204;
+	resp_end_headers(c, body ? (int64_t)co->blen : -1);
+	body = body && !resp_is_head(c) && co->blen > 0;
+	if (body && (pin = pin_take(ref)) != NULL) {
+		resp_body_pin(c, pin, off, co->blen);
+		pin_put(pin);
+	} else {
+		if (body)
+			resp_body_copy(c, (const char *)ref->data + off,
+			    co->blen);
+		store_release(worker.store, ref);
+	}
+	resp_done(c, status, body ? co->blen : 0);
+}
+
+/* Keeps the validators of a stale copy for a conditional refresh. */
+static void
+cache_note_stale(struct proxy *px, const struct store_ref *ref,
+    const struct cobj *co)
+{
+	px->stale = true;
+	px->etag_len = co->etag_len <= sizeof(px->etag) ? co->etag_len : 0;
+	memcpy(px->etag, (const char *)ref->data + sizeof(*co),
+	    px->etag_len);
+	px->mtime = co->mtime;
+}
+
+static bool
+cache_stale_ok(const struct proxy *px, unsigned bit)
+{
+	return px->stale && (px->loc->cache_stale & bit) != 0;
+}
+
+/* Serves the stale copy when there is one; false when there is none. */
+static bool
+cache_serve_stale(struct proxy *px, enum xc xc)
+{
+	struct store_ref ref;
+	struct cobj co;
+
+	if (obj_get(px, &ref, &co) != OBJ_FOUND)
+		return false;
+	cache_answer(px, &ref, &co, xc);
+	return true;
+}
+
+/*
+ * Looks the request up: answers it (fresh, or stale while another one
+ * refreshes it), or says whether to fetch it (px->lease: and fill it) or
+ * to wait for the one that does.
+ */
+static enum lk
+cache_lookup(struct proxy *px)
+{
+	struct store *s = worker.store;
+	struct store_ref ref, lref;
+	enum store_result lr;
+	struct cobj co;
+	enum obj o;
+	bool stale;
+
+	px->stale = px->reval = false;
+	o = obj_get(px, &ref, &co);
+	if (o == OBJ_PASS) {
+		px->xc = XC_BYPASS;
+		px->fill = false;
+		return LK_FETCH;
+	}
+	if (o == OBJ_FOUND && cobj_fresh(&co)) {
+		cache_answer(px, &ref, &co, XC_HIT);
+		return LK_ANSWERED;
+	}
+	stale = o == OBJ_FOUND;
+	px->xc = stale ? XC_EXPIRED : XC_MISS;
+	if (stale) {
+		cache_note_stale(px, &ref, &co);
+		store_release(s, &ref);
+	}
+	px->reval = stale && (px->etag_len > 0 || px->mtime >= 0);
+	if (!px->fill || !px->loc->cache_lock)
+		return LK_FETCH;
+	px->lkey[0] = px->okey[0] == 'P' ? 'L' : 'W';
+	memcpy(px->lkey + 1, px->okey + 1, px->oklen - 1);
+	px->lklen = px->oklen;
+	lr = store_lookup(s, px->lkey, px->lklen, &lref);
+	if (lr == STORE_HIT || lr == STORE_STALE_LEASE ||
+	    lr == STORE_STALE_WAIT)
+		store_release(s, &lref);
+	switch (lr) {
+	case STORE_LEASE:
+	case STORE_STALE_LEASE:
+		px->lease = true;
+		/* The last filler may have finished in between. */
+		if (obj_get(px, &ref, &co) == OBJ_FOUND) {
+			if (cobj_fresh(&co)) {
+				store_lease_release(s, px->lkey, px->lklen);
+				px->lease = false;
+				cache_answer(px, &ref, &co, XC_HIT);
+				return LK_ANSWERED;
+			}
+			store_release(s, &ref);
+		}
+		return LK_FETCH;
+	case STORE_WAIT:
+	case STORE_STALE_WAIT:
+		if (cache_stale_ok(px, CACHE_STALE_UPDATING) &&
+		    cache_serve_stale(px, XC_UPDATING))
+			return LK_ANSWERED;
+		return LK_WAIT;
+	default:
+		return LK_FETCH;	/* no lock to be had: fill anyway */
+	}
+}
+
+/* Ends what the cache holds for px: its wait, its lease, its copy. */
+static void
+cache_end(struct proxy *px)
+{
+	if (px->waiting) {
+		px->waiting = false;
+		evtimer_del(&px->rev);
+		if (px->wprev != NULL)
+			px->wprev->wnext = px->wnext;
+		else
+			waiters = px->wnext;
+		if (px->wnext != NULL)
+			px->wnext->wprev = px->wprev;
+	}
+	if (px->lease) {
+		px->lease = false;
+		store_lease_release(worker.store, px->lkey, px->lklen);
+	}
+	free(px->cbuf);
+	px->cbuf = NULL;
+	px->csize = px->clen = 0;
+	px->storing = false;
+}
+
+static void
+px_answered_reuse(struct proxy *px, bool reuse)
+{
+	struct conn *c = px->c;
+
+	px_release(px, reuse);
+	conn_proxy_done(c);
+}
+
+static void
+px_answered(struct proxy *px)
+{
+	px_answered_reuse(px, false);
+}
+
+/* Adds the stale copy's validators to the request: it may not change. */
+static bool
+add_validators(struct proxy *px)
+{
+	char date[HTTP_DATE_LEN + 1];
+	bool ok = true;
+
+	if (!px->reval)
+		return true;
+	px->wlen -= 2;			/* the blank line */
+	if (px->etag_len > 0)
+		ok = wbuf_str(px, "If-None-Match: ") &&
+		    wbuf_add(px, px->etag, px->etag_len) &&
+		    wbuf_str(px, "\r\n");
+	if (ok && px->mtime >= 0) {
+		http_date_format((time_t)px->mtime, date);
+		ok = wbuf_str(px, "If-Modified-Since: ") &&
+		    wbuf_str(px, date) && wbuf_str(px, "\r\n");
+	}
+	return ok && wbuf_str(px, "\r\n");
+}
+
+/* A waiter goes to the upstream itself. */
+static void
+px_go(struct proxy *px)
+{
+	if (!add_validators(px) || !px_begin(px))
+		px_fail(px, 502, false, "cannot start the request");
+}
+
+static void
+wait_timeout_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct proxy *px = arg;
+
+	worker_update_time();
+	px->waiting = false;
+	if (px->wprev != NULL)
+		px->wprev->wnext = px->wnext;
+	else
+		waiters = px->wnext;
+	if (px->wnext != NULL)
+		px->wnext->wprev = px->wprev;
+	log_info("client %s: cache lock timed out; fetching without it",
+	    conn_peer(px->c));
+	switch (cache_lookup(px)) {
+	case LK_ANSWERED:
+		px_answered(px);
+		return;
+	case LK_WAIT:
+		/* Whoever holds the lease fills the entry. */
+		px->fill = false;
+		break;
+	case LK_FETCH:
+		break;
+	}
+	px_go(px);
+}
+
+static void
+wait_add(struct proxy *px)
+{
+	struct timeval tv;
+
+	px->state = PX_WAIT;
+	px->waiting = true;
+	px->wake_gen = wake_gen;
+	px->wprev = NULL;
+	px->wnext = waiters;
+	if (waiters != NULL)
+		waiters->wprev = px;
+	waiters = px;
+	evtimer_assign(&px->rev, worker.base, wait_timeout_cb, px);
+	ms_tv(&tv, px->loc->cache_lock_timeout_ms);
+	evtimer_add(&px->rev, &tv);
+}
+
+static void
+wait_remove(struct proxy *px)
+{
+	bool lease = px->lease;
+
+	px->lease = false;		/* cache_end must not drop it */
+	cache_end(px);
+	px->lease = lease;
+}
+
+void
+proxy_wake(void)
+{
+	struct proxy *px;
+	enum lk lk;
+
+	wake_gen++;
+	for (;;) {
+		for (px = waiters; px != NULL && px->wake_gen == wake_gen;
+		    px = px->wnext)
+			;
+		if (px == NULL)
+			break;
+		px->wake_gen = wake_gen;
+		lk = cache_lookup(px);
+		if (lk == LK_WAIT)
+			continue;
+		wait_remove(px);
+		if (lk == LK_ANSWERED)
+			px_answered(px);
+		else
+			px_go(px);
+	}
+}
+
+static bool
+peer_allowed(const struct proxy *px)
+{
+	const struct config_location *l = px->loc;
+	const char *peer = conn_peer(px->c);
+	size_t i;
+
+	for (i = 0; i < l->npurge_allow; i++)
+		if (strcmp(l->purge_allow[i], peer) == 0)
+			return true;
+	return false;
+}
+
+/* PURGE: drops the URL and with its Vary spec every variant. */
+static void
+cache_purge(struct proxy *px)
+{
+	struct conn *c = px->c;
+
+	if (!peer_allowed(px)) {
+		log_info("client %s: PURGE not allowed", conn_peer(c));
+		resp_error(c, 403);
+		return;
+	}
+	if (!cache_key(px) ||
+	    store_delete(worker.store, px->key, px->klen) != STORE_OK) {
+		resp_error(c, 404);
+		return;
+	}
+	resp_status(c, 200);
+	resp_end_headers(c, 0);
+	resp_done(c, 200, 0);
+}
+
+/* Copies the client's preconditions: the input buffer moves on. */
+static void
+save_cond(struct proxy *px)
+{
+	const struct http_request *r = conn_req(px->c);
+	size_t n = 0;
+
+	px->inm.p = px->ims.p = NULL;
+	px->inm.len = px->ims.len = 0;
+	if (r->if_none_match.p != NULL &&
+	    r->if_none_match.len <= sizeof(px->cond)) {
+		memcpy(px->cond, r->if_none_match.p, r->if_none_match.len);
+		px->inm.p = px->cond;
+		px->inm.len = r->if_none_match.len;
+		n = r->if_none_match.len;
+	}
+	if (r->if_modified_since.p != NULL &&
+	    r->if_modified_since.len <= sizeof(px->cond) - n) {
+		memcpy(px->cond + n, r->if_modified_since.p,
+		    r->if_modified_since.len);
+		px->ims.p = px->cond + n;
+		px->ims.len = r->if_modified_since.len;
+	}
+}
+
+/*
+ * Decides what the cache does for a new request: LK_ANSWERED when it is
+ * answered already, else whether to fetch or wait.
+ */
+static enum lk
+cache_start(struct proxy *px)
+{
+	const struct http_request *r = conn_req(px->c);
+	bool get = r->method == HTTP_M_GET || r->method == HTTP_M_HEAD;
+
+	px->xc = XC_NONE;
+	px->cached = px->fill = false;
+	if (!cache_on(px))
+		return LK_FETCH;
+	px->xc = XC_BYPASS;
+	if (r->method == HTTP_M_PURGE && r->content_length <= 0 &&
+	    !r->chunked) {
+		cache_purge(px);
+		return LK_ANSWERED;
+	}
+	if (!cache_key(px)) {
+		px->klen = 0;
+		return LK_FETCH;
+	}
+	if (!get || r->content_length > 0 || r->chunked)
+		return LK_FETCH;
+	px->fill = r->method == HTTP_M_GET;
+	if (http_header_get(r, "Authorization").p != NULL)
+		return LK_FETCH;	/* stored if the response allows */
+	px->cached = true;
+	save_cond(px);
+	return cache_lookup(px);
+}
+
+/* Storing -------------------------------------------------------------- */
+
+/* Explicit freshness lifetime from the response, or -1 (RFC 9111 4.2.1). */
+static int64_t
+lifetime(const struct http_response *r, const struct http_cache_control *cc)
+{
+	time_t exp, date;
+
+	if (cc->s_maxage >= 0)
+		return cc->s_maxage;
+	if (cc->max_age >= 0)
+		return cc->max_age;
+	if (r->expires.p == NULL)
+		return -1;
+	exp = http_date_parse(r->expires.p, r->expires.len);
+	date = r->date.p != NULL ? http_date_parse(r->date.p, r->date.len) :
+	    -1;
+	if (date == -1)
+		date = worker.now;
+	return exp == -1 || exp <= date ? 0 : (int64_t)(exp - date);
+}
+
+static bool
+status_storable(int status, bool explicit)
+{
+	size_t i;
+
+	if (status == 206 || status == 304)
+		return false;
+	if (explicit)
+		return true;
+	for (i = 0; i < nitems(heuristic_ok); i++)
+		if (heuristic_ok[i] == status)
+			return true;
+	return false;
+}
+
+/* The Vary field names, lower case, joined by commas; false for "*". */
+static bool
+vary_names(const struct http_response *r, char *out, size_t size,
+    size_t *len)
+{
+	struct span v;
+	size_t i = 0, n = 0, j;
+	const char *p, *end, *t;
+
+	*len = 0;
+	while ((v = http_response_header(r, "Vary", &i)).p != NULL) {
+		for (p = v.p, end = v.p + v.len; p < end; p = t + 1) {
+			while (p < end && (*p == ' ' || *p == '\t' ||
+			    *p == ','))
+				p++;
+			for (t = p; t < end && *t != ',' && *t != ' ' &&
+			    *t != '\t'; t++)
+				;
+			if (t == p)
+				break;
+			if (t - p == 1 && *p == '*')
+				return false;
+			if (n + (size_t)(t - p) + 1 > size)
+				return false;
+			if (n > 0)
+				out[n++] = ',';
+			for (j = 0; j < (size_t)(t - p); j++)
+				out[n++] = (char)tolower((unsigned char)p[j]);
+		}
+	}
+	*len = n;
+	return true;
+}
+
+/* The Vary spec of the URL with these names, made when it is new. */
+static bool
+vary_spec(struct proxy *px, const char *names, size_t len, int64_t ttl)
+{
+	static unsigned seq;
+	struct store *s = worker.store;
+	struct store_ref ref;
+	struct cobj co;
+	uint64_t gen = 0;
+	char buf[sizeof(co) + 512];
+
+	if (store_get(s, px->key, px->klen, &ref) == STORE_HIT) {
+		if (cobj_read(&ref, &co) && co.kind == CO_VARY &&
+		    co.hlen == len && memcmp((const char *)ref.data +
+		    sizeof(co), names, len) == 0)
+			gen = co.gen;
+		store_release(s, &ref);
+	}
+	if (gen == 0) {
+		/* A new generation: variants of an older spec are gone. */
+		gen = ((uint64_t)worker.now_ms << 24) ^
+		    ((uint64_t)getpid() << 8) ^ ++seq;
+		memset(&co, 0, sizeof(co));
+		co.magic = CO_MAGIC;
+		co.kind = CO_VARY;
+		co.gen = gen;
+		co.hlen = (uint32_t)len;
+		memcpy(buf, &co, sizeof(co));
+		memcpy(buf + sizeof(co), names, len);
+		if (store_set(s, px->key, px->klen, buf, sizeof(co) + len,
+		    ttl, 0) != STORE_OK)
+			return false;
+	}
+	return variant_key(px, gen, names, len);
+}
+
+static bool
+cbuf_add(struct proxy *px, const void *p, size_t n)
+{
+	size_t size = px->csize ? px->csize : 4096;
+	char *b;
+
+	if (n == 0)
+		return true;
+	while (px->clen + n > size)
+		size *= 2;
+	if (size != px->csize) {
+		if ((b = realloc(px->cbuf, size)) == NULL)
+			return false;
+		px->cbuf = b;
+		px->csize = size;
+	}
+	memcpy(px->cbuf + px->clen, p, n);
+	px->clen += n;
+	return true;
+}
+
+/* The store's TTL: past freshness by CO_GRACE, absolute when far. */
+static int64_t
+store_ttl(int64_t fresh_until)
+{
+	int64_t ttl;
+
+	if (fresh_until == INT64_MAX)
+		return 0;
+	ttl = fresh_until + CO_GRACE - worker.now;
+	if (ttl < 1)
+		ttl = 1;
+	return ttl > STORE_TTL_RELATIVE_MAX ? fresh_until + CO_GRACE : ttl;
+}
+
+static void
+mark_pass(struct proxy *px)
+{
+	int64_t ttl = (px->loc->cache_pass_ttl_ms + 999) / 1000;
+	struct cobj co;
+
+	if (ttl <= 0 || !px->cached)
+		return;
+	memset(&co, 0, sizeof(co));
+	co.magic = CO_MAGIC;
+	co.kind = CO_PASS;
+	store_set(worker.store, px->key, px->klen, &co, sizeof(co), ttl, 0);
+}
+
+static bool
+store_fields(struct proxy *px, const struct http_response *r)
+{
+	const struct http_header *h;
+	bool ok = true;
+
+	for (h = r->headers; ok && h < r->headers + r->nheaders; h++) {
+		if (http_hop_by_hop(r->headers, r->nheaders, h->name) ||
+		    name_in(h->name, store_drop))
+			continue;
+		ok = cbuf_add(px, h->name.p, h->name.len) &&
+		    cbuf_add(px, ": ", 2) &&
+		    cbuf_add(px, h->value.p, h->value.len) &&
+		    cbuf_add(px, "\r\n", 2);
+	}
+	return ok;
+}
+
+static bool
+unsafe_method(int m)
+{
+	return m == HTTP_M_POST || m == HTTP_M_PUT || m == HTTP_M_DELETE ||
+	    m == HTTP_M_PATCH;
+}
+
+/*
+ * Called with the response header: invalidates the URL after an unsafe
+ * method, else decides whether to store the response (and starts its
+ * copy) or to mark the URL hit-for-pass.
+ */
+static void
+cache_decide(struct proxy *px)
+{
+	const struct http_response *r = &px->resp;
+	struct http_cache_control cc;
+	struct cobj *co = &px->co;
+	char names[512];
+	size_t nlen;
+	int64_t life, age = 0;
+	bool explicit;
+
+	if (!cache_on(px) || px->klen == 0)
+		return;
+	if (unsafe_method(px->method)) {
+		if (r->status >= 200 && r->status < 400)
+			store_delete(worker.store, px->key, px->klen);
+		return;
+	}
+	if (!px->fill)
+		return;
+	http_response_cache_control(r, &cc);
+	life = lifetime(r, &cc);
+	explicit = life >= 0;
+	if (!status_storable(r->status, explicit) || cc.no_store ||
+	    cc.private_ || r->set_cookie.p != NULL ||
+	    (!px->cached && !cc.public_ && cc.s_maxage < 0 &&
+	    !cc.must_revalidate) ||
+	    !vary_names(r, names, sizeof(names), &nlen)) {
+		mark_pass(px);
+		return;
+	}
+	if (r->framing == HTTP_BODY_LENGTH &&
+	    (uint64_t)r->content_length > worker.cf->cache.max_object) {
+		struct store_wref w;
+
+		/* Counted by the store as too large; streamed only. */
+		store_reserve(worker.store, px->okey, px->oklen,
+		    (size_t)r->content_length, 1, 0, &w);
+		return;
+	}
+	if (r->age.p != NULL)
+		age = strtoll(r->age.p, NULL, 10);
+	if (age < 0 || age > HTTP_DELTA_MAX)
+		age = 0;
+	if (!explicit)
+		life = px->loc->cache_ttl;
+	if (cc.no_cache)
+		life = 0;
+	memset(co, 0, sizeof(*co));
+	co->magic = CO_MAGIC;
+	co->kind = CO_RESP;
+	co->status = (uint16_t)r->status;
+	co->born = worker.now - age;
+	co->fresh_until = !explicit && life == 0 && !cc.no_cache ?
+	    INT64_MAX : co->born + life;
+	co->mtime = r->last_modified.p != NULL ? http_date_parse(
+	    r->last_modified.p, r->last_modified.len) : -1;
+	if (r->etag.p != NULL && r->etag.len <= CO_ETAG_MAX)
+		co->etag_len = (uint32_t)r->etag.len;
+	px->cttl = store_ttl(co->fresh_until);
+	if (nlen > 0 && !vary_spec(px, names, nlen, px->cttl))
+		return;
+	px->clen = 0;
+	if (!cbuf_add(px, co, sizeof(*co)) ||
+	    !cbuf_add(px, r->etag.p, co->etag_len) ||
+	    !store_fields(px, r)) {
+		free(px->cbuf);
+		px->cbuf = NULL;
+		px->csize = 0;
+		return;
+	}
+	co->hlen = (uint32_t)(px->clen - sizeof(*co) - co->etag_len);
+	px->storing = true;
+}
+
+/* Gives up storing: too large, or no memory. */
+static void
+cache_drop(struct proxy *px, size_t want)
+{
+	struct store_wref w;
+
+	if (want > worker.cf->cache.max_object)
+		store_reserve(worker.store, px->okey, px->oklen, want, 1, 0,
+		    &w);
+	free(px->cbuf);
+	px->cbuf = NULL;
+	px->csize = 0;
+	px->storing = false;
+}
+
+/*
+ * Copies relayed body bytes: raw are the bytes as they came, payload
+ * those bytes without chunked framing when the relay decoded them.
+ */
+static void
+cache_copy(struct proxy *px, const char *raw, size_t rawlen,
+    const char *payload, size_t plen)
+{
+	size_t body = px->clen - sizeof(px->co) - px->co.etag_len -
+	    px->co.hlen, len, data, before;
+
+	if (payload == NULL) {
+		/* Decode a copy of the chunked bytes in place. */
+		before = px->clen;
+		if (!cbuf_add(px, raw, rawlen)) {
+			cache_drop(px, 0);
+			return;
+		}
+		len = rawlen;
+		if (http_body_feed(&px->cbody, px->cbuf + before, &len,
+		    &data) == HTTP_ERROR) {
+			cache_drop(px, 0);
+			return;
+		}
+		px->clen = before + data;
+		if (body + data > worker.cf->cache.max_object)
+			cache_drop(px, body + data);
+		return;
+	}
+	if (body + plen > worker.cf->cache.max_object ||
+	    !cbuf_add(px, payload, plen))
+		cache_drop(px, body + plen);
+}
+
+/* The whole response came: publishes it. */
+static void
+cache_commit(struct proxy *px)
+{
+	if (!px->storing)
+		return;
+	px->storing = false;
+	px->co.blen = px->clen - sizeof(px->co) - px->co.etag_len -
+	    px->co.hlen;
+	memcpy(px->cbuf, &px->co, sizeof(px->co));
+	store_set(worker.store, px->okey, px->oklen, px->cbuf, px->clen,
+	    px->cttl, 0);
+}
+
+/*
+ * The upstream said 304 to a revalidation: the stale copy gets new
+ * freshness without its body being fetched again, and answers.
+ */
+static bool
+cache_refresh(struct proxy *px)
+{
+	const struct http_response *r = &px->resp;
+	struct http_cache_control cc;
+	struct store_ref ref;
+	struct cobj co;
+	int64_t life;
+	char *copy;
+
+	if (obj_get(px, &ref, &co) != OBJ_FOUND)
+		return false;
+	http_response_cache_control(r, &cc);
+	life = lifetime(r, &cc);
+	if (life < 0)
+		life = co.fresh_until == INT64_MAX ? px->loc->cache_ttl :
+		    co.fresh_until - co.born;
+	if ((copy = malloc(ref.len)) == NULL) {
+		store_release(worker.store, &ref);
+		return false;
+	}
+	memcpy(copy, ref.data, ref.len);
+	store_release(worker.store, &ref);
+	co.born = worker.now;
+	co.fresh_until = co.born + life;
+	memcpy(copy, &co, sizeof(co));
+	store_set(worker.store, px->okey, px->oklen, copy,
+	    sizeof(co) + co.etag_len + co.hlen + co.blen,
+	    store_ttl(co.fresh_until), 0);
+	free(copy);
+	return cache_serve_stale(px, XC_EXPIRED);
+}
+
+int
+proxy_start(struct conn *c, const struct config_location *l,
+    struct proxy **pxp)
 {
 	const struct http_request *r = conn_req(c);
 	const char *const *m;
 	struct proxy *px;
+	enum lk lk;
 
-	if ((size_t)up >= worker.cf->nupstreams || !ups_init() ||
+	*pxp = NULL;
+	if ((size_t)l->upstream >= worker.cf->nupstreams || !ups_init() ||
 	    (px = px_alloc()) == NULL)
-		return NULL;
+		return -1;
 	px->c = c;
-	px->up = &ups[up];
+	px->up = &ups[l->upstream];
+	px->loc = l;
+	px->method = r->method;
 	px->fd = -1;
+	px->built = px->lease = px->waiting = px->storing = false;
+	px->stale = px->reval = false;
+	px->klen = 0;
 	px->retried = false;
 	px->idempotent = false;
 	for (m = idempotent; *m != NULL; m++)
@@ -510,17 +1575,28 @@ proxy_start(struct conn *c, int up)
 	px->sent = 0;
 	px->wlen = px->wpos = 0;
 	px->rlen = px->scan = 0;
+	if ((lk = cache_start(px)) == LK_ANSWERED) {
+		px_release(px, false);
+		return 0;
+	}
 	px->peer = peer_pick(px->up);
 	if (!build_request(px, r)) {
 		px_release(px, false);
-		return NULL;
+		return -1;
 	}
+	px->built = true;
 	conn_save_request(c, px->logbuf, sizeof(px->logbuf), px->loghdrs);
-	if (!px_begin(px)) {
-		px_release(px, false);
-		return NULL;
+	if (lk == LK_WAIT) {
+		wait_add(px);
+		*pxp = px;
+		return 1;
 	}
-	return px;
+	if (!add_validators(px) || !px_begin(px)) {
+		px_release(px, false);
+		return -1;
+	}
+	*pxp = px;
+	return 1;
 }
 
 size_t
@@ -577,12 +1653,24 @@ px_finish(struct proxy *px, bool reuse)
 	    px->wpos == px->wlen;
 	if (reuse)
 		px->peer->fails = 0;
+	cache_commit(px);
 	resp_done(c, px->status, px->sent);
 	px_release(px, reuse);
 	conn_proxy_done(c);
 }
 
-static void __attribute__((format(printf, 4, 5)))
+/* Ends an exchange answered from the cache; the upstream said no body. */
+static void
+px_finish_cached(struct proxy *px, bool reuse)
+{
+	reuse = reuse && !px->resp.close && px->body_done &&
+	    !px->write_shut && px->wpos == px->wlen;
+	if (reuse)
+		px->peer->fails = 0;
+	px_answered_reuse(px, reuse);
+}
+
+static void
 px_fail(struct proxy *px, int status, bool peer_fault, const char *fmt, ...)
 {
 	struct conn *c = px->c;
@@ -596,6 +1684,12 @@ px_fail(struct proxy *px, int status, bool peer_fault, const char *fmt, ...)
 	    conn_peer(c));
 	if (peer_fault)
 		peer_failed(px->up, px->peer);
+	if (px->state != PX_BODY && cache_stale_ok(px, status == 504 ?
+	    CACHE_STALE_TIMEOUT : CACHE_STALE_ERROR) &&
+	    cache_serve_stale(px, XC_STALE)) {
+		px_answered(px);
+		return;
+	}
 	if (px->state == PX_BODY) {
 		/* The header went out: the client sees the connection end
 		 * before the body does. */
@@ -732,6 +1826,7 @@ px_send_header(struct proxy *px)
 	bool decode = false;
 
 	px->status = r->status;
+	cache_decide(px);
 	resp_headerf(c, "HTTP/1.1 %d %.*s", r->status,
 	    (int)(r->reason.len > 0 ? r->reason.len :
 	    strlen(http_reason(r->status))),
@@ -754,6 +1849,8 @@ px_send_header(struct proxy *px)
 		resp_header(c, h->value.p, h->value.len);
 		resp_header(c, "\r\n", 2);
 	}
+	if (px->xc != XC_NONE && px->loc->x_cache)
+		resp_headerf(c, "X-Cache: %s", xc_name[px->xc]);
 	switch (r->framing) {
 	case HTTP_BODY_NONE:
 		if (r->status != 204 && r->status != 304)
@@ -776,6 +1873,7 @@ px_send_header(struct proxy *px)
 	}
 	resp_end_headers(c, len);
 	http_body_init(&px->body, r, decode);
+	http_body_init(&px->cbody, r, true);
 	px->state = PX_BODY;
 }
 
@@ -798,6 +1896,10 @@ px_relay(struct proxy *px, size_t n)
 		return -1;
 	}
 	out = px->body.decode ? data : len;
+	if (px->storing && len > 0)
+		cache_copy(px, px->rbuf, len, px->body.framing ==
+		    HTTP_BODY_CHUNKED && !px->body.decode ? NULL : px->rbuf,
+		    out);
 	if (out > 0)
 		resp_body_copy(px->c, px->rbuf, out);
 	px->sent += out;
@@ -852,10 +1954,39 @@ px_header(struct proxy *px)
 		px->scan = 0;
 	}
 	px->peer->fails = 0;
+	if (cache_intercept(px, (size_t)n))
+		return -1;
 	px_send_header(px);
 	px->rlen -= (size_t)n;
 	memmove(px->rbuf, px->rbuf + n, px->rlen);
 	return 1;
+}
+
+/*
+ * The cache answers instead of the upstream: a 304 to a revalidation, or
+ * a 5xx that cache_stale covers.  True when px is gone.
+ */
+static bool
+cache_intercept(struct proxy *px, size_t n)
+{
+	int st = px->resp.status;
+	unsigned bit = st == 500 ? CACHE_STALE_500 : st == 502 ?
+	    CACHE_STALE_502 : st == 503 ? CACHE_STALE_503 : st == 504 ?
+	    CACHE_STALE_504 : 0;
+
+	if (px->reval && st == 304) {
+		if (!cache_refresh(px))
+			return false;
+		px_finish_cached(px, px->rlen == n);
+		return true;
+	}
+	if (bit == 0 || !cache_stale_ok(px, bit) ||
+	    !cache_serve_stale(px, XC_STALE))
+		return false;
+	log_warn("upstream %s answered %d; served a stale copy",
+	    px->peer->cf->text, st);
+	px_answered(px);
+	return true;
 }
 
 static void

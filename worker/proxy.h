@@ -10,15 +10,23 @@
 #include <stddef.h>
 
 struct conn;
+struct config_location;
 struct proxy;
 
 /*
- * Starts forwarding the current request of c to upstream up (an index in
- * config.upstreams).  The request header is copied, so the input buffer
- * may move on.  Never answers at once: the response, or an error, comes
- * later through conn_proxy_done().  NULL when memory ran out.
+ * Starts the current request of c under location l, which has a proxy.
+ * Returns 0 when it was answered at once (from the cache, or a PURGE):
+ * *pxp is NULL and the response is queued.  Returns 1 when *pxp is set:
+ * the request header was copied, so the input buffer may move on, and
+ * the response, or an error, comes later through conn_proxy_done() (the
+ * request may first wait for another one to fill the cache).  Returns -1
+ * when memory ran out.
  */
-struct proxy *proxy_start(struct conn *c, int up);
+int proxy_start(struct conn *c, const struct config_location *l,
+    struct proxy **pxp);
+
+/* The store woke this worker: requests waiting on a lease look again. */
+void proxy_wake(void);
 
 /* How many more request body bytes the proxy takes now; 0: pause. */
 size_t proxy_body_room(const struct proxy *px);

@@ -24,6 +24,7 @@
 #include "master/proctitle.h"
 #include "shm/store.h"
 #include "worker/conn.h"
+#include "worker/proxy.h"
 #include "worker/static.h"
 #include "worker/worker.h"
 
@@ -34,6 +35,7 @@ struct worker worker;
 
 static struct event **accept_evs;
 static struct event *accept_resume_ev;
+static struct event *wake_ev;
 static bool accept_paused;
 
 void
@@ -210,6 +212,18 @@ drop_privileges(const struct runtime *rt)
 	prctl(PR_SET_DUMPABLE, 1);
 }
 
+/* A lease that requests of this worker wait on has ended. */
+static void
+wake_cb(evutil_socket_t fd, short what, void *arg)
+{
+	uint64_t n;
+
+	if (read(fd, &n, sizeof(n)) == -1 && errno != EAGAIN)
+		log_at(L_ERROR, errno, "store wake fd");
+	worker_update_time();
+	proxy_wake();
+}
+
 void
 worker_main(const struct runtime *rt, int slot, unsigned gen,
     int store_slot)
@@ -260,6 +274,7 @@ worker_main(const struct runtime *rt, int slot, unsigned gen,
 	worker.limits.max_headers = cf->max_headers;
 	worker.headers = calloc(cf->max_headers, sizeof(*worker.headers));
 	worker.fcache = fcache_create(cf);
+	access_log_init();
 	accept_evs = calloc(cf->nlisten, sizeof(*accept_evs));
 	if (worker.headers == NULL || worker.fcache == NULL ||
 	    accept_evs == NULL)
@@ -277,6 +292,13 @@ worker_main(const struct runtime *rt, int slot, unsigned gen,
 	if (accept_resume_ev == NULL || tick == NULL)
 		fatalx("event_new failed");
 	event_add(tick, &sec);
+	if (worker.store != NULL) {
+		wake_ev = event_new(worker.base, store_wake_fd(worker.store,
+		    (unsigned)store_slot), EV_READ | EV_PERSIST, wake_cb, NULL);
+		if (wake_ev == NULL)
+			fatalx("event_new failed");
+		event_add(wake_ev, NULL);
+	}
 	add_signal(SIGTERM);
 	add_signal(SIGQUIT);
 	add_signal(SIGUSR1);
@@ -303,6 +325,8 @@ worker_main(const struct runtime *rt, int slot, unsigned gen,
 	free(accept_evs);
 	event_free(accept_resume_ev);
 	event_free(tick);
+	if (wake_ev != NULL)
+		event_free(wake_ev);
 	for (i = 0; i < nsignal_evs; i++)
 		event_free(signal_evs[i]);
 	event_base_free(worker.base);

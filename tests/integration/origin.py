@@ -21,6 +21,10 @@ every request.  What it answers depends on the path:
   /name            the origin's name (see Origin(name=...))
   anything else    200, "ok <path>\\n"
 
+Origin.script(path, ...) makes a path answer with a given status, header
+fields, body and delay, or what a function of the request says; it wins
+over the kinds above.  Every answer's status is recorded per path.
+
 Leading path segments that name none of these are ignored, so /api/size/10
 is /size/10.
 
@@ -120,6 +124,23 @@ class _Handler(socketserver.BaseRequestHandler):
                              .encode('latin-1') + data)
         return not close
 
+    def _scripted(self, spec, method, h, path, head, close):
+        o = self.server.origin
+        if spec['delay']:
+            time.sleep(spec['delay'])
+        if spec['fn'] is not None:
+            status, hdrs, out = spec['fn'](method, h)
+        else:
+            status, hdrs, out = spec['status'], spec['headers'], spec['body']
+        hdrs = list(hdrs)
+        with o.lock:
+            o.answered.append((path, status))
+        if status in (204, 304):
+            out = b''
+        else:
+            hdrs.append(('Content-Length', len(out)))
+        return self._send(status, hdrs, b'' if head else out, close)
+
     def _answer(self, method, target, version, headers, h, data):
         o = self.server.origin
         path = target.split('?')[0]
@@ -128,8 +149,12 @@ class _Handler(socketserver.BaseRequestHandler):
             o.requests.append({'method': method, 'target': target,
                                'headers': headers, 'body': data})
         close = h.get('connection', '').lower() == 'close'
-        parts = path.strip('/').split('/')
         head = method == 'HEAD'
+        with o.lock:
+            spec = o.scripts.get(path)
+        if spec is not None:
+            return self._scripted(spec, method, h, path, head, close)
+        parts = path.strip('/').split('/')
         # Leading segments that name no behaviour are a prefix (/api/...).
         i = next((i for i, p in enumerate(parts) if p in KINDS), 0)
         kind = parts[i]
@@ -216,6 +241,8 @@ class Origin:
         self.counts = {}
         self.requests = []
         self.socks = set()
+        self.scripts = {}
+        self.answered = []
         self.server = _Server((host, port), _Handler)
         self.server.origin = self
         self.port = self.server.server_address[1]
@@ -238,6 +265,23 @@ class Origin:
                 s.shutdown(socket.SHUT_RDWR)
             except OSError:
                 pass
+
+    def script(self, path, status=200, headers=(), body=b'', delay=0.0,
+               fn=None):
+        """
+        Answers path with status, headers (pairs; Content-Length is added)
+        and body after delay seconds, or with fn(method, headers) ->
+        (status, headers, body), headers keyed in lower case.
+        """
+        with self.lock:
+            self.scripts[path] = {'status': status, 'headers': headers,
+                                  'body': body, 'delay': delay, 'fn': fn}
+
+    def answered_with(self, path, status):
+        """How many scripted answers to path had this status."""
+        with self.lock:
+            return sum(1 for p, s in self.answered
+                       if p == path and s == status)
 
     def count(self, path):
         with self.lock:

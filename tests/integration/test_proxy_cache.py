@@ -1,0 +1,655 @@
+"""
+The proxy cache as clients and origins see it: responses kept in the
+shared store and served by either worker, the stampede lock (one fetch
+for many clients, across workers, answered the moment the fill lands),
+expiry, revalidation, stale copies on upstream errors, what is never
+stored, Vary variants, PURGE, invalidation by unsafe methods,
+hit-for-pass, X-Cache and Age.  The origin is origin.py on a free port.
+"""
+import os
+import signal
+import socket
+import subprocess
+import threading
+import time
+
+from harness import (BIN, CorralTestCase, build_request, parse_response,
+                     quote, wait_until)
+from origin import Origin
+
+
+def seconds_pass(n, since):
+    """Waits until the wall clock's second is n past since's (expiry)."""
+    end = int(since) + n
+    while int(time.time()) < end:
+        time.sleep(end - time.time() + 0.01)
+
+
+class ProxyCacheCase(CorralTestCase):
+
+    def origin(self):
+        o = Origin().start()
+        self.addCleanup(o.stop)
+        return o
+
+    def start_cache(self, o, loc=None, workers=2, upstream=None, **kw):
+        """A server whose location /api/ proxies to o with the cache on."""
+        c = self.make(workers=workers, **kw)
+        c.directives['cache'] = {'path': os.path.join(c.tmp, 'cache.store')}
+        text = c.config_text()
+        d = {'proxy': quote('app'), 'cache': 'on', 'cache_ttl': '60'}
+        d.update(loc or {})
+        block = '  location "/api/" {\n' + ''.join(
+            '    %s = %s\n' % kv for kv in d.items()) + '  }\n'
+        at = text.index('server {\n') + len('server {\n')
+        text = text[:at] + block + text[at:]
+        text += 'upstream "app" {\n  servers = {%s}\n' % quote(o.addr)
+        for k, v in (upstream or {}).items():
+            text += '  %s = %s\n' % (k, v)
+        text += '}\n'
+        with open(c.conf_path, 'w') as f:
+            f.write(text)
+        c.start()
+        return c
+
+    def stats(self, c):
+        out = subprocess.run([BIN, '-s', '-c', c.conf_path],
+                             capture_output=True, text=True, timeout=10)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        return {k: int(v) for k, v in
+                (line.split() for line in out.stdout.splitlines())}
+
+    def fetch(self, c, path, method='GET', headers=()):
+        return c.get(path, method=method, headers=headers)
+
+    def assertCache(self, r, xc, body=None, status=200):
+        self.assertEqual(r.status, status, r)
+        self.assertEqual(r.header('X-Cache'), xc, r)
+        if body is not None:
+            self.assertEqual(r.body, body)
+
+
+class CacheBasicsTest(ProxyCacheCase):
+
+    def test_miss_then_hits_in_both_workers_with_growing_age(self):
+        o = self.origin()
+        o.script('/api/a', body=b'alpha\n',
+                 headers=[('Content-Type', 'text/plain'), ('ETag', '"a1"')])
+        c = self.start_cache(o)
+        self.assertCache(self.fetch(c, '/api/a'), 'MISS', b'alpha\n')
+        t0 = time.time()
+        for _ in range(20):
+            r = self.fetch(c, '/api/a')
+            self.assertCache(r, 'HIT', b'alpha\n')
+            self.assertEqual(r.header('Content-Type'), 'text/plain')
+            self.assertEqual(r.header('ETag'), '"a1"')
+            self.assertEqual(r.headers.count('Date'), 1)
+            self.assertEqual(r.headers.count('Server'), 1)
+        self.assertEqual(o.count('/api/a'), 1)
+        age0 = int(r.header('Age'))
+        seconds_pass(2, t0)
+        self.assertGreaterEqual(int(self.fetch(c, '/api/a').header('Age')),
+                                age0 + 1)
+        r = self.fetch(c, '/api/a', method='HEAD')
+        self.assertCache(r, 'HIT', b'')
+        self.assertEqual(r.header('Content-Length'), '6')
+        st = self.stats(c)
+        self.assertEqual(st['sets'], 1, st)
+        self.assertGreaterEqual(st['hits'], 22, st)
+        self.assertNoLogErrors(c)
+
+    def test_one_url_however_spelt(self):
+        o = self.origin()
+        o.script('/api/x%20y', body=b'same')
+        c = self.start_cache(o)
+        self.assertCache(self.fetch(c, '/api/x%20y?q=1'), 'MISS', b'same')
+        self.assertCache(self.fetch(c, '/api/./x%20y?q=1'), 'HIT', b'same')
+        self.assertCache(c.get('/api/%78%20y?q=1', host='LOCALHOST:80'),
+                         'HIT', b'same')
+        self.assertCache(self.fetch(c, '/api/x%20y?q=2'), 'MISS', b'same')
+        self.assertEqual(o.count('/api/x%20y'), 2)
+
+    def test_chunked_response_stored_decoded(self):
+        o = self.origin()
+        c = self.start_cache(o)
+        r = self.fetch(c, '/api/chunked/5000')
+        self.assertCache(r, 'MISS')
+        want = r.body
+        self.assertEqual(len(want), 5000)
+        r = self.fetch(c, '/api/chunked/5000')
+        self.assertCache(r, 'HIT', want)
+        self.assertEqual(r.header('Content-Length'), '5000')
+        self.assertIsNone(r.header('Transfer-Encoding'))
+        r = c.get('/api/chunked/5000', version='HTTP/1.0')
+        self.assertCache(r, 'HIT', want)
+        self.assertEqual(o.count('/api/chunked/5000'), 1)
+
+    def test_too_large_streamed_not_stored(self):
+        o = self.origin()
+        c = self.start_cache(o)
+        big = 2 * 1024 * 1024
+        for _ in range(2):
+            r = self.fetch(c, '/api/size/%d' % big)
+            self.assertCache(r, 'MISS')
+            self.assertEqual(len(r.body), big)
+        self.assertEqual(o.count('/api/size/%d' % big), 2)
+        self.assertGreaterEqual(self.stats(c)['too_large'], 2)
+        # Without a length, found out while copying.
+        for _ in range(2):
+            r = self.fetch(c, '/api/chunked/%d' % big)
+            self.assertCache(r, 'MISS')
+            self.assertEqual(len(r.body), big)
+        self.assertEqual(o.count('/api/chunked/%d' % big), 2)
+        self.assertGreaterEqual(self.stats(c)['too_large'], 4)
+        self.assertEqual(self.stats(c)['sets'], 0)
+
+    def test_cache_off_no_x_cache_no_store(self):
+        o = self.origin()
+        c = self.start_cache(o, {'cache': 'off'})
+        r = self.fetch(c, '/api/b')
+        self.assertEqual(r.status, 200)
+        self.assertIsNone(r.header('X-Cache'))
+        self.fetch(c, '/api/b')
+        self.assertEqual(o.count('/api/b'), 2)
+
+    def test_x_cache_off(self):
+        o = self.origin()
+        c = self.start_cache(o, {'x_cache': 'off'})
+        self.fetch(c, '/api/b')
+        r = self.fetch(c, '/api/b')
+        self.assertIsNone(r.header('X-Cache'))
+        self.assertIsNotNone(r.header('Age'))
+        self.assertEqual(o.count('/api/b'), 1)
+
+
+class CacheLockTest(ProxyCacheCase):
+
+    def blast(self, c, path, n):
+        """n clients send at once; returns [(seconds, response)]."""
+        socks = [socket.create_connection(('127.0.0.1', c.port), timeout=10)
+                 for _ in range(n)]
+        out = [None] * n
+        go = threading.Barrier(n + 1)
+        req = build_request(path)
+
+        def client(i):
+            s = socks[i]
+            go.wait()
+            t = time.monotonic()
+            s.sendall(req)
+            buf = b''
+            r = None
+            while r is None:
+                data = s.recv(65536)
+                if not data:
+                    break
+                buf += data
+                r = parse_response(buf)
+            out[i] = (time.monotonic() - t, r and r[0])
+            s.close()
+
+        threads = [threading.Thread(target=client, args=(i,))
+                   for i in range(n)]
+        for t in threads:
+            t.start()
+        go.wait()
+        for t in threads:
+            t.join(20)
+        return out
+
+    def test_100_clients_one_fetch(self):
+        o = self.origin()
+        o.script('/api/cold', body=b'cold body\n', delay=1.0)
+        c = self.start_cache(o)
+        out = self.blast(c, '/api/cold', 100)
+        self.assertEqual(o.count('/api/cold'), 1)
+        for t, r in out:
+            self.assertIsNotNone(r)
+            self.assertEqual(r.status, 200, r)
+            self.assertEqual(r.body, b'cold body\n')
+        xcs = sorted(r.header('X-Cache') for t, r in out)
+        self.assertEqual(xcs.count('MISS'), 1, xcs)
+        self.assertEqual(xcs.count('HIT'), 99, xcs)
+        slowest = max(t for t, r in out)
+        self.assertLess(slowest, 1.0 + 0.3)
+        st = self.stats(c)
+        self.assertEqual(st['sets'], 1, st)
+
+    def test_filler_fails_a_waiter_takes_over(self):
+        o = self.origin()
+        calls = []
+
+        def answer(method, h):
+            calls.append(1)
+            if len(calls) == 1:
+                time.sleep(0.5)
+                return 500, [('Cache-Control', 'no-store')], b'boom'
+            time.sleep(0.5)
+            return 200, [], b'second'
+        o.script('/api/flaky', fn=answer)
+        c = self.start_cache(o, {'cache_pass_ttl': '0'})
+        out = self.blast(c, '/api/flaky', 10)
+        statuses = sorted(r.status for t, r in out)
+        self.assertEqual(statuses.count(500), 1, statuses)
+        self.assertEqual(statuses.count(200), 9, statuses)
+        self.assertEqual(o.count('/api/flaky'), 2)
+        for t, r in out:
+            if r.status == 200:
+                self.assertEqual(r.body, b'second')
+
+    def test_lock_timeout_fetches_alone(self):
+        o = self.origin()
+        o.script('/api/slow', body=b'slow', delay=2.0)
+        c = self.start_cache(o, {'cache_lock_timeout': '300ms'})
+        out = self.blast(c, '/api/slow', 3)
+        self.assertEqual(o.count('/api/slow'), 3)
+        for t, r in out:
+            self.assertEqual(r.body, b'slow')
+        self.assertEqual(self.stats(c)['sets'], 1)
+        self.assertCache(self.fetch(c, '/api/slow'), 'HIT', b'slow')
+
+    def test_lock_off_every_miss_fetches(self):
+        o = self.origin()
+        o.script('/api/nolock', body=b'n', delay=0.5)
+        c = self.start_cache(o, {'cache_lock': 'off'})
+        out = self.blast(c, '/api/nolock', 4)
+        self.assertEqual(o.count('/api/nolock'), 4)
+        self.assertEqual(sorted(r.header('X-Cache') for t, r in out),
+                         ['MISS'] * 4)
+        self.assertCache(self.fetch(c, '/api/nolock'), 'HIT', b'n')
+
+    def blocked(self, o, path, body):
+        """Scripts path so that the first fetch lasts until released."""
+        release = threading.Event()
+        self.addCleanup(release.set)
+
+        def answer(method, h):
+            if o.count(path) == 1:
+                release.wait(20)
+            return 200, [], body
+        o.script(path, fn=answer)
+        return release
+
+    def test_pipelined_behind_a_waiting_request(self):
+        o = self.origin()
+        release = self.blocked(o, '/api/w', b'waited')
+        c = self.start_cache(o, workers=1)
+        filler = c.connect()
+        filler.send(build_request('/api/w'))
+        wait_until(lambda: o.count('/api/w') == 1, 5)
+        waits = self.stats(c)['lease_waits']
+        w = c.connect()
+        w.send(build_request('/api/w') + build_request('/api/size/10'))
+        self.assertTrue(wait_until(
+            lambda: self.stats(c)['lease_waits'] > waits, 5))
+        self.assertEqual(o.count('/api/size/10'), 0)
+        release.set()
+        a, b = w.read_responses(['GET', 'GET'])
+        self.assertCache(a, 'HIT', b'waited')
+        self.assertCache(b, 'MISS', bytes(range(10)))
+        self.assertCache(filler.read_response(), 'MISS', b'waited')
+        self.assertEqual(o.count('/api/w'), 1)
+
+    def test_graceful_stop_answers_waiters(self):
+        o = self.origin()
+        release = self.blocked(o, '/api/g', b'graceful')
+        c = self.start_cache(o, workers=1)
+        filler = c.connect()
+        filler.send(build_request('/api/g'))
+        wait_until(lambda: o.count('/api/g') == 1, 5)
+        waits = self.stats(c)['lease_waits']
+        w = c.connect()
+        w.send(build_request('/api/g'))
+        self.assertTrue(wait_until(
+            lambda: self.stats(c)['lease_waits'] > waits, 5))
+        os.kill(c.master_pid, signal.SIGQUIT)
+        release.set()
+        self.assertCache(filler.read_response(), 'MISS', b'graceful')
+        self.assertCache(w.read_response(), 'HIT', b'graceful')
+        c.expect_exit = True
+        c.proc.wait(15)
+        self.assertEqual(c.proc.returncode, 0)
+
+    def test_lock_holder_killed(self):
+        o = self.origin()
+        release = threading.Event()
+        self.addCleanup(release.set)
+
+        def answer(method, h):
+            if o.count('/api/k') == 1:
+                release.wait(20)	# the first fetch never ends
+            return 200, [], b'kept'
+        o.script('/api/k', fn=answer)
+        c = self.start_cache(o)
+        first = c.connect()
+        first.send(build_request('/api/k'))
+        wait_until(lambda: o.count('/api/k') == 1, 5)
+        # The lease holder is the worker with a socket to the origin; the
+        # waiter must be in the other one.
+        holder = self.socket_owner(c, lambda l, r: r == o.port)
+        keep = []
+        while True:
+            w = c.connect()
+            port = w.sock.getsockname()[1]
+            owner = wait_until(lambda: self.socket_owner(
+                c, lambda l, r: l == c.port and r == port, must=False), 5)
+            if owner != holder:
+                break
+            keep.append(w)
+        waits = self.stats(c)['lease_waits']
+        w.send(build_request('/api/k'))
+        self.assertTrue(wait_until(
+            lambda: self.stats(c)['lease_waits'] > waits, 5))
+        self.assertEqual(o.count('/api/k'), 1)
+        c.expect_worker_death = True
+        os.kill(holder, signal.SIGKILL)
+        # The holder died before it could answer.
+        self.assertEqual(first.read_until_close(), b'')
+        r = w.read_response()
+        self.assertEqual(r.status, 200)
+        self.assertEqual(r.body, b'kept')
+        self.assertEqual(o.count('/api/k'), 2)
+        for k in keep:
+            k.close()
+        w.close()
+        first.close()
+
+    def socket_owner(self, c, match, must=True):
+        """The worker holding a TCP socket whose ports match(local, remote)."""
+        inodes = set()
+        for f in ('/proc/net/tcp', '/proc/net/tcp6'):
+            with open(f) as fh:
+                for line in fh.readlines()[1:]:
+                    p = line.split()
+                    local = int(p[1].split(':')[1], 16)
+                    remote = int(p[2].split(':')[1], 16)
+                    if match(local, remote) and p[9] != '0':
+                        inodes.add(p[9])
+        for pid in c.workers():
+            try:
+                fds = os.listdir('/proc/%d/fd' % pid)
+            except OSError:
+                continue
+            for fd in fds:
+                try:
+                    link = os.readlink('/proc/%d/fd/%s' % (pid, fd))
+                except OSError:
+                    continue
+                if link.startswith('socket:[') and link[8:-1] in inodes:
+                    return pid
+        if must:
+            self.fail('no worker has that socket')
+        return None
+
+
+class CacheExpiryTest(ProxyCacheCase):
+
+    def test_expired_refetched_once(self):
+        o = self.origin()
+        o.script('/api/e', body=b'v', headers=[('Cache-Control',
+                                                  'max-age=1')])
+        c = self.start_cache(o)
+        self.assertCache(self.fetch(c, '/api/e'), 'MISS')
+        t = time.time()
+        self.assertCache(self.fetch(c, '/api/e'), 'HIT')
+        seconds_pass(2, t)
+        self.assertCache(self.fetch(c, '/api/e'), 'EXPIRED', b'v')
+        self.assertCache(self.fetch(c, '/api/e'), 'HIT')
+        self.assertEqual(o.count('/api/e'), 2)
+
+    def test_cache_ttl_applies_without_origin_freshness(self):
+        o = self.origin()
+        c = self.start_cache(o, {'cache_ttl': '1'})
+        self.assertCache(self.fetch(c, '/api/t'), 'MISS')
+        t = time.time()
+        seconds_pass(2, t)
+        self.assertCache(self.fetch(c, '/api/t'), 'EXPIRED')
+        self.assertEqual(o.count('/api/t'), 2)
+
+    def test_updating_serves_stale_during_refresh(self):
+        o = self.origin()
+        n = []
+        release = threading.Event()
+        self.addCleanup(release.set)
+
+        def answer(method, h):
+            n.append(1)
+            if len(n) > 1:
+                release.wait(10)	# the refresh lasts until we say
+            return 200, [('Cache-Control', 'max-age=1')], b'v%d' % len(n)
+        o.script('/api/u', fn=answer)
+        c = self.start_cache(o, {'cache_stale': '{"updating"}'})
+        self.assertCache(self.fetch(c, '/api/u'), 'MISS', b'v1')
+        seconds_pass(2, time.time())
+        refresh = []
+        th = threading.Thread(target=lambda: refresh.append(
+            self.fetch(c, '/api/u')))
+        th.start()
+        wait_until(lambda: o.count('/api/u') == 2, 5)
+        for _ in range(5):
+            self.assertCache(self.fetch(c, '/api/u'), 'UPDATING', b'v1')
+        release.set()
+        th.join(5)
+        self.assertCache(refresh[0], 'EXPIRED', b'v2')
+        self.assertCache(self.fetch(c, '/api/u'), 'HIT', b'v2')
+        self.assertEqual(o.count('/api/u'), 2)
+
+    def test_stale_on_500_and_on_origin_down(self):
+        o = self.origin()
+        state = {'status': 200}
+
+        def answer(method, h):
+            return state['status'], [('Cache-Control', 'max-age=1')], \
+                b'good' if state['status'] == 200 else b'bad'
+        o.script('/api/s', fn=answer)
+        c = self.start_cache(o, {'cache_stale': '{"error", "http_500"}'},
+                             upstream={'max_fails': 0})
+        self.assertCache(self.fetch(c, '/api/s'), 'MISS', b'good')
+        seconds_pass(2, time.time())
+        state['status'] = 500
+        self.assertCache(self.fetch(c, '/api/s'), 'STALE', b'good')
+        self.assertCache(self.fetch(c, '/api/s'), 'STALE', b'good')
+        self.assertEqual(o.count('/api/s'), 3)
+        o.stop()
+        self.assertCache(self.fetch(c, '/api/s'), 'STALE', b'good')
+        # Nothing stale: the error goes out.
+        self.assertEqual(self.fetch(c, '/api/other').status, 502)
+
+    def test_500_without_stale_option_goes_out(self):
+        o = self.origin()
+        state = {'status': 200}
+        o.script('/api/s', fn=lambda m, h: (
+            state['status'], [('Cache-Control', 'max-age=1')], b'x'))
+        c = self.start_cache(o)
+        self.fetch(c, '/api/s')
+        seconds_pass(2, time.time())
+        state['status'] = 500
+        r = self.fetch(c, '/api/s')
+        self.assertEqual(r.status, 500)
+
+    def test_revalidation_304_refreshes_without_body(self):
+        o = self.origin()
+
+        def answer(method, h):
+            if h.get('if-none-match') == '"e1"':
+                return 304, [('ETag', '"e1"'),
+                             ('Cache-Control', 'max-age=1')], b''
+            return 200, [('ETag', '"e1"'), ('Cache-Control', 'max-age=1')], \
+                b'payload'
+        o.script('/api/r', fn=answer)
+        c = self.start_cache(o)
+        self.assertCache(self.fetch(c, '/api/r'), 'MISS', b'payload')
+        seconds_pass(2, time.time())
+        r = self.fetch(c, '/api/r')
+        self.assertCache(r, 'EXPIRED', b'payload')
+        self.assertEqual(r.header('Age'), '0')
+        self.assertCache(self.fetch(c, '/api/r'), 'HIT', b'payload')
+        self.assertEqual(o.answered_with('/api/r', 200), 1)
+        self.assertEqual(o.answered_with('/api/r', 304), 1)
+
+
+class CacheRulesTest(ProxyCacheCase):
+
+    def assertNotStored(self, o, c, path, headers=()):
+        for _ in range(3):
+            r = self.fetch(c, path, headers=headers)
+            self.assertEqual(r.status, 200, r)
+        self.assertEqual(o.count(path), 3)
+
+    def test_never_stored(self):
+        o = self.origin()
+        o.script('/api/cookie', headers=[('Set-Cookie', 'a=b')], body=b'c')
+        o.script('/api/private', headers=[('Cache-Control', 'private')])
+        o.script('/api/nostore', headers=[('Cache-Control', 'no-store')])
+        o.script('/api/star', headers=[('Vary', '*')])
+        o.script('/api/auth', body=b'secret')
+        c = self.start_cache(o, {'cache_pass_ttl': '0'})
+        for p in ('/api/cookie', '/api/private', '/api/nostore',
+                  '/api/star'):
+            self.assertNotStored(o, c, p)
+        self.assertNotStored(o, c, '/api/auth',
+                             [('Authorization', 'Basic eDp5')])
+        self.assertEqual(self.stats(c)['sets'], 0)
+
+    def test_authorization_with_public_is_stored(self):
+        o = self.origin()
+        o.script('/api/pub', headers=[('Cache-Control', 'public')],
+                 body=b'p')
+        c = self.start_cache(o)
+        self.fetch(c, '/api/pub', headers=[('Authorization', 'Basic eDp5')])
+        self.assertCache(self.fetch(c, '/api/pub'), 'HIT', b'p')
+        self.assertEqual(o.count('/api/pub'), 1)
+
+    def test_status_rules(self):
+        o = self.origin()
+        o.script('/api/404', status=404, body=b'nf')
+        o.script('/api/500', status=500, body=b'err')
+        o.script('/api/503m', status=503, body=b'm',
+                 headers=[('Cache-Control', 'max-age=60')])
+        c = self.start_cache(o, {'cache_pass_ttl': '0'})
+        for p in ('/api/404', '/api/500', '/api/503m'):
+            self.fetch(c, p)
+            self.fetch(c, p)
+        self.assertEqual(o.count('/api/404'), 1)
+        self.assertEqual(o.count('/api/500'), 2)
+        self.assertEqual(o.count('/api/503m'), 1)
+
+    def test_vary_accept_encoding_variants(self):
+        o = self.origin()
+
+        def answer(method, h):
+            gz = 'gzip' in h.get('accept-encoding', '')
+            return 200, [('Vary', 'Accept-Encoding')], \
+                b'gzip-body' if gz else b'plain-body'
+        o.script('/api/v', fn=answer)
+        c = self.start_cache(o)
+        gz = [('Accept-Encoding', 'gzip, deflate')]
+        self.assertCache(self.fetch(c, '/api/v', headers=gz), 'MISS',
+                         b'gzip-body')
+        self.assertCache(self.fetch(c, '/api/v'), 'MISS', b'plain-body')
+        self.assertCache(self.fetch(c, '/api/v', headers=gz), 'HIT',
+                         b'gzip-body')
+        self.assertCache(self.fetch(c, '/api/v', headers=[
+            ('Accept-Encoding', 'br, gzip')]), 'HIT', b'gzip-body')
+        self.assertCache(self.fetch(c, '/api/v', headers=[
+            ('Accept-Encoding', 'identity')]), 'HIT', b'plain-body')
+        self.assertEqual(o.count('/api/v'), 2)
+
+    def test_client_conditional_answered_304_from_cache(self):
+        o = self.origin()
+        o.script('/api/c', body=b'cond', headers=[
+            ('ETag', '"c1"'), ('Last-Modified',
+                               'Mon, 02 Nov 2026 10:00:00 GMT')])
+        c = self.start_cache(o)
+        self.fetch(c, '/api/c')
+        r = self.fetch(c, '/api/c', headers=[('If-None-Match', '"c1"')])
+        self.assertCache(r, 'HIT', b'', status=304)
+        self.assertEqual(r.header('ETag'), '"c1"')
+        r = self.fetch(c, '/api/c', headers=[
+            ('If-Modified-Since', 'Mon, 02 Nov 2026 10:00:00 GMT')])
+        self.assertEqual(r.status, 304)
+        r = self.fetch(c, '/api/c', headers=[('If-None-Match', '"zz"')])
+        self.assertCache(r, 'HIT', b'cond')
+        self.assertEqual(o.count('/api/c'), 1)
+        self.assertNotIn('if-none-match',
+                         [k.lower() for k, v in o.last()['headers']])
+
+    def test_purge(self):
+        o = self.origin()
+        o.script('/api/p', body=b'purge me')
+        c = self.start_cache(o, {'purge_allow': '{"127.0.0.1"}'})
+        self.fetch(c, '/api/p')
+        self.assertCache(self.fetch(c, '/api/p'), 'HIT')
+        self.assertEqual(self.fetch(c, '/api/p', method='PURGE').status, 200)
+        self.assertCache(self.fetch(c, '/api/p'), 'MISS')
+        self.assertEqual(self.fetch(c, '/api/none',
+                                    method='PURGE').status, 404)
+        self.assertEqual(o.count('/api/p'), 2)
+
+    def test_purge_refused(self):
+        o = self.origin()
+        c = self.start_cache(o, {'purge_allow': '{"10.1.2.3"}'})
+        self.fetch(c, '/api/q')
+        self.assertEqual(self.fetch(c, '/api/q', method='PURGE').status, 403)
+        self.assertCache(self.fetch(c, '/api/q'), 'HIT')
+
+    def test_purge_removes_every_variant(self):
+        o = self.origin()
+        o.script('/api/pv', headers=[('Vary', 'Accept-Encoding')],
+                 fn=lambda m, h: (200, [('Vary', 'Accept-Encoding')],
+                                  h.get('accept-encoding', 'none').encode()))
+        c = self.start_cache(o, {'purge_allow': '{"127.0.0.1", "::1"}'})
+        gz = [('Accept-Encoding', 'gzip')]
+        self.fetch(c, '/api/pv', headers=gz)
+        self.fetch(c, '/api/pv')
+        self.assertEqual(self.fetch(c, '/api/pv', method='PURGE').status,
+                         200)
+        self.assertCache(self.fetch(c, '/api/pv', headers=gz), 'MISS')
+        self.assertCache(self.fetch(c, '/api/pv'), 'MISS')
+
+    def test_post_invalidates(self):
+        o = self.origin()
+        c = self.start_cache(o)
+        self.fetch(c, '/api/echo')
+        self.assertCache(self.fetch(c, '/api/echo'), 'HIT')
+        r = c.get('/api/echo', method='POST', body=b'x',
+                  headers=[('Content-Length', '1')])
+        self.assertCache(r, 'BYPASS')
+        self.assertCache(self.fetch(c, '/api/echo'), 'MISS')
+
+    def test_hit_for_pass(self):
+        o = self.origin()
+        o.script('/api/hfp', headers=[('Set-Cookie', 's=1')], body=b'h',
+                 delay=0.3)
+        c = self.start_cache(o)
+        self.assertCache(self.fetch(c, '/api/hfp'), 'MISS')
+        # Marked pass: concurrent requests all go to the origin at once
+        # instead of queueing behind the lock.
+        waits = self.stats(c)['lease_waits']
+        out = []
+        ths = [threading.Thread(target=lambda: out.append(
+            self.fetch(c, '/api/hfp'))) for _ in range(4)]
+        for th in ths:
+            th.start()
+        for th in ths:
+            th.join(10)
+        self.assertEqual([r.header('X-Cache') for r in out], ['BYPASS'] * 4)
+        self.assertEqual(o.count('/api/hfp'), 5)
+        self.assertEqual(self.stats(c)['lease_waits'], waits)
+
+    def test_config_errors(self):
+        o = self.origin()
+        c = self.make()
+        for bad in ('cache_stale = {"sometimes"}',
+                    'purge_allow = {"localhost"}',
+                    'cache_ttl = -1'):
+            text = c.config_text()
+            at = text.index('server {\n') + len('server {\n')
+            text = (text[:at] + '  location "/api/" {\n    proxy = "app"\n'
+                    '    %s\n  }\n' % bad + text[at:] +
+                    'upstream "app" {\n  servers = {%s}\n}\n' % quote(o.addr))
+            with open(c.conf_path, 'w') as f:
+                f.write(text)
+            out = subprocess.run([BIN, '-t', '-c', c.conf_path],
+                                 capture_output=True, text=True, timeout=10)
+            self.assertNotEqual(out.returncode, 0, bad)
