@@ -98,6 +98,33 @@ def ops_table(case):
     return "\n".join(lines)
 
 
+def stampede_table(case):
+    lines = [
+        "| server | origin hits | p50 | p99 | max | errors | notes |",
+        "|---|--:|--:|--:|--:|--:|---|",
+    ]
+    for r in case.results:
+        lines.append("| %s | %s | %s | %s | %s | %d | %s |" % (
+            r.server, "-" if r.origin_hits is None else r.origin_hits,
+            fmt_lat(r.p50_us), fmt_lat(r.p99_us), fmt_lat(r.max_us),
+            r.errors, r.note))
+    return "\n".join(lines)
+
+
+def _stampede_now(case):
+    """(now, verdict) of the stampede target from corral's row."""
+    r = case.get("corral")
+    if r is None or r.p99_us is None:
+        return "no result from corral", ""
+    now = "%d origin hit%s, p99 %s" % (
+        r.origin_hits, "" if r.origin_hits == 1 else "s", fmt_lat(r.p99_us))
+    return now, "met" if r.met(case.delay_ms) else "not met"
+
+
+# The table of each kind of case; the default is case_table.
+TABLES = {"ops": ops_table, "stampede": stampede_table}
+
+
 def targets(cases):
     """(what, goal, now, verdict) for each target of the README."""
     by_key = {(c.suite, c.key): c for c in cases}
@@ -108,6 +135,8 @@ def targets(cases):
         now = ratio(case, "corral") if case else None
         if case is None:
             rows.append((what, goal, "not measured (suite %s)" % suite, ""))
+        elif getattr(case, "kind", "") == "stampede":
+            rows.append((what, goal) + _stampede_now(case))
         elif now is None:
             rows.append((what, goal, "no ratio (corral or nginx missing)",
                          ""))
@@ -151,6 +180,15 @@ def markdown(ctx, cases):
                    "Higher is better; \"vs memcached get\" divides by "
                    "memcached get from as many processes in the same "
                    "run.")
+    if any(c.suite == "proxy" for c in cases):
+        out.append("- Suite proxy: the origin is bench/lib/origin.py, "
+                   "pinned to the load generator's CPU; only the proxy's "
+                   "CPU time counts.")
+    if any(getattr(c, "kind", "") == "stampede" for c in cases):
+        out.append("- Suite stampede: origin hits are the requests the "
+                   "origin got for the URL; p50, p99 and max are the "
+                   "clients' times to the last byte of the response. "
+                   "Fewer hits and lower times are better.")
     out.append("")
     out += ["## Targets", "", targets_table(cases), ""]
     suite = None
@@ -158,7 +196,7 @@ def markdown(ctx, cases):
         if case.suite != suite:
             suite = case.suite
             out += ["## %s" % suite, ""]
-        table = ops_table if is_ops(case) else case_table
+        table = TABLES.get(getattr(case, "kind", ""), case_table)
         out += ["### %s" % case.title, "",
                 "Load: %s." % case.load, "",
                 table(case), ""]
@@ -181,10 +219,12 @@ def _terminal(gnuplot):
 def plot(ctx, cases, png):
     """CPU µs per request, one group of bars per case, one bar per server.
     Returns an error string, or None."""
-    names = [s.name for s in ctx.servers]
-    cases = [c for c in cases if c.results and not is_ops(c)]
+    cases = [c for c in cases if c.results and
+             getattr(c, "kind", "") not in TABLES]
     if not cases:
         return "nothing to plot"
+    names = [s.name for s in ctx.servers if any(c.get(s.name)
+                                                for c in cases)]
     data = os.path.join(ctx.workdir, "plot.dat")
     with open(data, "w") as f:
         f.write("case\t" + "\t".join(names) + "\n")

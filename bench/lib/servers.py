@@ -6,12 +6,15 @@ The config comes from bench/conf/SUITE-NAME.conf.in; the values every
 template may use are listed in Server.values().
 """
 
+import http.client
 import os
 import pwd
 import re
 import resource
 import signal
 import subprocess
+import sys
+import time
 
 from common import (BENCH_DIR, BenchError, free_port, first_line, pinned,
                     render, wait_port, which)
@@ -206,16 +209,96 @@ class H2o(Server):
         return v
 
 
+class Varnish(Server):
+    """Varnish Cache, for the proxy and stampede suites only (it serves no
+    files).  Its config is a VCL file; -j none keeps its child process
+    as the current user, and -n its state in the temp folder."""
+
+    name = "varnish"
+    program = "varnishd"
+
+    def version(self):
+        m = re.search(r"varnish-([\d.]+)", first_line([self.path, "-V"]))
+        return "varnish/" + m.group(1) if m else "varnish"
+
+    def argv(self, conf):
+        return [self.path, "-F", "-j", "none",
+                "-a", "127.0.0.1:%d" % self.port, "-f", conf,
+                "-n", os.path.join(self.dir, "state"), "-s", "malloc,64m"]
+
+
+class Origin(Server):
+    """bench/lib/origin.py on a free loopback port, pinned to the load
+    generator's CPUs (its CPU time is never counted)."""
+
+    name = "origin"
+
+    def version(self):
+        return "bench/lib/origin.py (python3 asyncio)"
+
+    def start(self, suite, extra=None):
+        self.dir = os.path.join(self.ctx.workdir, suite, self.name)
+        os.makedirs(self.dir, exist_ok=True)
+        self.port = free_port()
+        out = os.path.join(self.dir, "output.log")
+        self._log = open(out, "w")
+        cmd = pinned(self.ctx.load_cpus, [
+            sys.executable, os.path.join(BENCH_DIR, "lib", "origin.py"),
+            str(self.port)])
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL,
+                                     stdout=self._log,
+                                     stderr=subprocess.STDOUT,
+                                     cwd=self.dir, start_new_session=True)
+        if not wait_port(self.port, self.proc):
+            code = self.proc.poll()
+            self.stop()
+            raise ServerFailed("origin: exited with %s: %s" % (
+                code, _tail(out)))
+
+    def hits(self, path=""):
+        """Requests the origin got so far, for path or in all."""
+        conn = http.client.HTTPConnection("127.0.0.1", self.port,
+                                          timeout=5)
+        try:
+            conn.request("GET", "/hits" + path)
+            return int(conn.getresponse().read())
+        except (OSError, http.client.HTTPException, ValueError) as e:
+            raise ServerFailed("origin: /hits%s: %s" % (path, e))
+        finally:
+            conn.close()
+
+    def settle(self, path=""):
+        """The request count (for path) once it holds still for 0.1 s (a
+        proxy may still be passing on requests of a load that just
+        ended)."""
+        n = self.hits(path)
+        for _ in range(50):
+            time.sleep(0.1)
+            m = self.hits(path)
+            if m == n:
+                break
+            n = m
+        return n
+
+
 # Every server the harness knows, the one under test first.
 ALL = (Corral, Nginx, Lighttpd, H2o)
 PEERS = ("nginx", "lighttpd", "h2o")
 
 
+def has_config(suite, name):
+    return os.path.exists(os.path.join(BENCH_DIR, "conf", "%s-%s.conf.in"
+                                       % (suite, name)))
+
+
 def start_all(ctx, suite, extra):
-    """Starts every server found; the ones that fail are left out with a
-    note (corral's failure is also recorded in ctx.failures)."""
+    """Starts every server found that has a config for the suite; the ones
+    that fail are left out with a note (corral's failure is also recorded
+    in ctx.failures)."""
     running = []
     for srv in ctx.servers:
+        if not has_config(suite, srv.name):
+            continue
         try:
             srv.start(suite, extra)
         except ServerFailed as e:
@@ -224,6 +307,29 @@ def start_all(ctx, suite, extra):
         ctx.running.append(srv)
         running.append(srv)
     return running
+
+
+def add_varnish(ctx, suite):
+    """Adds Varnish to the servers once, when it is installed, for the
+    suites that have a config for it (not in --smoke)."""
+    if ctx.smoke or getattr(ctx, "varnish_looked", False):
+        return
+    ctx.varnish_looked = True
+    if "varnishd" in ctx.tools:
+        ctx.servers.append(Varnish(ctx, ctx.tools["varnishd"]))
+    else:
+        ctx.note("%s: varnish not found, skipped%s" % (
+            suite, "" if ctx.install else
+            " (bench/run --install brings it)"))
+
+
+def start_origin(ctx, suite):
+    """bench/lib/origin.py for a suite; ServerFailed if it does not
+    start."""
+    origin = Origin(ctx, sys.executable)
+    origin.start(suite)
+    ctx.running.append(origin)
+    return origin
 
 
 def stop_all(ctx, servers):
