@@ -72,6 +72,18 @@ do_hit(struct store *s, unsigned si, struct item *it, struct store_ref *ref)
 	return r;
 }
 
+/* Hashes a key and takes its stripe's lock; -1 for a bad key or lock. */
+static int
+lock_key(struct store *s, const void *key, size_t klen, uint64_t *hash,
+    unsigned *si)
+{
+	if (!key_ok(s, klen))
+		return -1;
+	*hash = key_hash(s, key, klen);
+	*si = stripe_of_hash(s, *hash);
+	return stripe_lock(s, *si);
+}
+
 enum store_result
 store_get(struct store *s, const void *key, size_t klen,
     struct store_ref *ref)
@@ -84,13 +96,9 @@ store_get(struct store *s, const void *key, size_t klen,
 	int64_t now = store_now(s);
 
 	memset(ref, 0, sizeof(*ref));
-	if (!key_ok(s, klen))
+	if (lock_key(s, key, klen, &hash, &si) == -1)
 		return STORE_EINVAL;
-	hash = key_hash(s, key, klen);
-	si = stripe_of_hash(s, hash);
 	st = stripe_at(s, si);
-	if (stripe_lock(s, si) == -1)
-		return STORE_EINVAL;
 	CNT_ADD(st, gets, 1);
 	it = do_item_find(s, si, hash, key, klen);
 	if (it != NULL && !is_placeholder(it) && item_expired(it, now) &&
@@ -204,13 +212,9 @@ store_lookup(struct store *s, const void *key, size_t klen,
 	int64_t now = store_now(s);
 
 	memset(ref, 0, sizeof(*ref));
-	if (!key_ok(s, klen))
+	if (lock_key(s, key, klen, &hash, &si) == -1)
 		return STORE_EINVAL;
-	hash = key_hash(s, key, klen);
-	si = stripe_of_hash(s, hash);
 	st = stripe_at(s, si);
-	if (stripe_lock(s, si) == -1)
-		return STORE_EINVAL;
 	CNT_ADD(st, gets, 1);
 	it = do_item_find(s, si, hash, key, klen);
 	if (it != NULL && item_leased(it) && it->lease_deadline <= now) {
@@ -388,11 +392,7 @@ store_delete(struct store *s, const void *key, size_t klen)
 	struct item *it;
 	enum store_result r = STORE_NOT_FOUND;
 
-	if (!key_ok(s, klen))
-		return STORE_EINVAL;
-	hash = key_hash(s, key, klen);
-	si = stripe_of_hash(s, hash);
-	if (stripe_lock(s, si) == -1)
+	if (lock_key(s, key, klen, &hash, &si) == -1)
 		return STORE_EINVAL;
 	it = do_item_find(s, si, hash, key, klen);
 	if (it != NULL) {
@@ -414,11 +414,7 @@ store_lease_release(struct store *s, const void *key, size_t klen)
 	struct item *it;
 	enum store_result r = STORE_NOT_FOUND;
 
-	if (!key_ok(s, klen))
-		return STORE_EINVAL;
-	hash = key_hash(s, key, klen);
-	si = stripe_of_hash(s, hash);
-	if (stripe_lock(s, si) == -1)
+	if (lock_key(s, key, klen, &hash, &si) == -1)
 		return STORE_EINVAL;
 	it = do_item_find(s, si, hash, key, klen);
 	if (it != NULL && item_leased(it) && it->lease_slot == s->slot &&

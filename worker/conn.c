@@ -357,6 +357,23 @@ seg_new(struct conn *c, enum seg_type type, size_t len)
 	return s;
 }
 
+/* Queues len bytes at p; NULL when there is nothing to queue or no room. */
+static struct oseg *
+seg_mem(struct conn *c, const void *p, size_t len)
+{
+	struct oseg *s;
+
+	if (len == 0)
+		return NULL;
+	s = seg_new(c, SEG_MEM, len);
+	if (s == NULL) {
+		c->broken = true;
+		return NULL;
+	}
+	s->p = p;
+	return s;
+}
+
 /* Appends to the output buffer, extending the last segment if it ends
  * there, so headers of pipelined responses stay one iovec. */
 static void
@@ -459,19 +476,12 @@ void
 resp_body_mem(struct conn *c, const void *p, size_t len,
     struct fentry *ref)
 {
-	struct oseg *s;
+	struct oseg *s = seg_mem(c, p, len);
 
-	if (len == 0)
-		return;
-	s = seg_new(c, SEG_MEM, len);
-	if (s == NULL) {
-		c->broken = true;
-		return;
-	}
-	s->p = p;
-	s->ref = ref;
-	if (ref != NULL)
+	if (s != NULL && ref != NULL) {
+		s->ref = ref;
 		fentry_ref(ref);
+	}
 }
 
 void
@@ -537,18 +547,12 @@ pin_put(struct pin *p)
 void
 resp_body_pin(struct conn *c, struct pin *p, size_t off, size_t len)
 {
-	struct oseg *s;
+	struct oseg *s = seg_mem(c, (const char *)p->ref.data + off, len);
 
-	if (len == 0)
-		return;
-	s = seg_new(c, SEG_MEM, len);
-	if (s == NULL) {
-		c->broken = true;
-		return;
+	if (s != NULL) {
+		s->pin = p;
+		p->uses++;
 	}
-	s->p = (const char *)p->ref.data + off;
-	s->pin = p;
-	p->uses++;
 }
 
 /* Statuses after which the rest of the input cannot be trusted. */

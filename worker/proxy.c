@@ -331,23 +331,32 @@ pool_put(struct upstream *u, struct peer *p, int fd)
 
 /* Buffers ----------------------------------------------------------- */
 
+/* Appends to a growable buffer, doubling it (from 4 KiB) as needed. */
+static bool
+buf_append(char **buf, size_t *size, size_t *len, const void *p, size_t n)
+{
+	size_t want = *size ? *size : 4096;
+	char *b;
+
+	if (n == 0)
+		return true;
+	while (*len + n > want)
+		want *= 2;
+	if (want != *size) {
+		if ((b = realloc(*buf, want)) == NULL)
+			return false;
+		*buf = b;
+		*size = want;
+	}
+	memcpy(*buf + *len, p, n);
+	*len += n;
+	return true;
+}
+
 static bool
 wbuf_add(struct proxy *px, const void *p, size_t len)
 {
-	size_t size = px->wsize;
-	char *n;
-
-	if (px->wlen + len > size) {
-		while (px->wlen + len > size)
-			size *= 2;
-		if ((n = realloc(px->wbuf, size)) == NULL)
-			return false;
-		px->wbuf = n;
-		px->wsize = size;
-	}
-	memcpy(px->wbuf + px->wlen, p, len);
-	px->wlen += len;
-	return true;
+	return buf_append(&px->wbuf, &px->wsize, &px->wlen, p, len);
 }
 
 static bool
@@ -1286,22 +1295,7 @@ vary_spec(struct proxy *px, const char *names, size_t len, int64_t ttl)
 static bool
 cbuf_add(struct proxy *px, const void *p, size_t n)
 {
-	size_t size = px->csize ? px->csize : 4096;
-	char *b;
-
-	if (n == 0)
-		return true;
-	while (px->clen + n > size)
-		size *= 2;
-	if (size != px->csize) {
-		if ((b = realloc(px->cbuf, size)) == NULL)
-			return false;
-		px->cbuf = b;
-		px->csize = size;
-	}
-	memcpy(px->cbuf + px->clen, p, n);
-	px->clen += n;
-	return true;
+	return buf_append(&px->cbuf, &px->csize, &px->clen, p, n);
 }
 
 /* The store's TTL: past freshness by CO_GRACE, absolute when far. */
