@@ -18,6 +18,9 @@ every request.  What it answers depends on the path:
   /bad/truncated   promises 1000 bytes, sends 10, closes
   /bad/header      a control byte in a header value
   /conn-close/N    N bytes, then "Connection: close"
+  /drop-reused     on a connection that already answered a request, close
+                   without answering (a kept-alive connection that dies
+                   under a request); on a new one, 200 "fresh"
   /name            the origin's name (see Origin(name=...))
   anything else    200, "ok <path>\\n"
 
@@ -41,7 +44,7 @@ import time
 
 PATTERN = bytes(range(256))
 KINDS = {'echo', 'size', 'chunked', 'close', 'delay', 'status', 'bad',
-         'conn-close', 'name'}
+         'conn-close', 'name', 'drop-reused'}
 
 
 def body(n):
@@ -54,6 +57,7 @@ class _Handler(socketserver.BaseRequestHandler):
 
     def setup(self):
         self.buf = b''
+        self.served = 0
         self.request.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.request.settimeout(30)
         with self.server.origin.lock:
@@ -113,6 +117,7 @@ class _Handler(socketserver.BaseRequestHandler):
                 req = self._request()
                 if not self._answer(*req):
                     break
+                self.served += 1
         except (EOFError, OSError, ValueError):
             pass
 
@@ -171,6 +176,13 @@ class _Handler(socketserver.BaseRequestHandler):
             return self._send(200, [('Content-Length', n),
                                     ('X-Origin', o.name)],
                               b'' if head else body(n), close)
+        if kind == 'drop-reused':
+            if self.served > 0:
+                with o.lock:
+                    o.dropped += 1
+                return False
+            return self._send(200, [('Content-Length', 6)], b'fresh\n',
+                              close)
         if kind == 'conn-close':
             n = int(arg)
             return self._send(200, [('Content-Length', n)], body(n), True)
@@ -238,6 +250,7 @@ class Origin:
         self.name = name
         self.lock = threading.Lock()
         self.connections = 0
+        self.dropped = 0	# requests dropped by /drop-reused
         self.counts = {}
         self.requests = []
         self.socks = set()

@@ -223,6 +223,33 @@ class ProxyKeepaliveTest(ProxyTestCase):
             self.assertEqual(r.header('X-Origin'), 'second')
         self.assertNoLogErrors(c)
 
+    def test_idempotent_request_retried_when_reused_connection_dies(self):
+        # The pooled connection passes the MSG_PEEK check, then the origin
+        # closes it under the request without answering: a GET goes again
+        # on a fresh connection, and the client never knows.
+        o = self.origin()
+        c = self.start_proxy([o.addr], upstream={'keepalive': 4})
+        self.assertEqual(c.get('/api/size/10').status, 200)
+        self.assertEqual(o.connections, 1)
+        r = c.get('/api/drop-reused')
+        self.assertBody(r, b'fresh\n')
+        self.assertEqual(o.dropped, 1)
+        self.assertEqual(o.connections, 2)
+        self.assertEqual(o.count('/api/drop-reused'), 2)
+
+    def test_post_not_retried_when_reused_connection_dies(self):
+        # A POST may have had its effect: it is not sent twice.
+        o = self.origin()
+        c = self.start_proxy([o.addr], upstream={'keepalive': 4})
+        self.assertEqual(c.get('/api/size/10').status, 200)
+        with c.connect() as conn:
+            conn.send(build_request('/api/drop-reused', method='POST',
+                                    headers=[('Content-Length', '2')]) +
+                      b'hi')
+            self.assertEqual(conn.read_response().status, 502)
+        self.assertEqual(o.dropped, 1)
+        self.assertEqual(o.count('/api/drop-reused'), 1)
+
     def test_connection_close_from_origin_not_reused(self):
         o = self.origin()
         c = self.start_proxy([o.addr])
