@@ -415,13 +415,38 @@ obuf_add(struct conn *c, const void *p, size_t n)
 void
 resp_status(struct conn *c, int status)
 {
-	char line[64];
-	int n;
+	const char *r;
+	size_t n;
 
-	n = snprintf(line, sizeof(line), "HTTP/1.1 %d %s\r\n", status,
-	    http_reason(status));
-	obuf_add(c, line, (size_t)n);
+	if ((r = http_status_line(status, &n)) != NULL) {
+		obuf_add(c, r, n);
+	} else {
+		r = http_reason(status);
+		resp_status_reason(c, status, r, strlen(r));
+	}
 	obuf_add(c, worker.common, worker.common_len);
+}
+
+void
+resp_status_reason(struct conn *c, int status, const char *reason,
+    size_t len)
+{
+	char *p;
+
+	/* The status is three digits: the parsers and callers see to it. */
+	if (status < 100 || status > 999 ||
+	    (p = obuf_reserve(c, 9 + 3 + 1 + len + 2)) == NULL) {
+		c->broken = true;
+		return;
+	}
+	memcpy(p, "HTTP/1.1 ", 9);
+	p[9] = (char)('0' + status / 100);
+	p[10] = (char)('0' + status / 10 % 10);
+	p[11] = (char)('0' + status % 10);
+	p[12] = ' ';
+	memcpy(p + 13, reason, len);
+	memcpy(p + 13 + len, "\r\n", 2);
+	obuf_commit(c, 13 + len + 2);
 }
 
 void
@@ -450,18 +475,29 @@ resp_headerf(struct conn *c, const char *fmt, ...)
 }
 
 void
+resp_header_u64(struct conn *c, const char *name, size_t len, uint64_t v)
+{
+	char *p = obuf_reserve(c, len + 20 + 2);
+	size_t n;
+
+	if (p == NULL) {
+		c->broken = true;
+		return;
+	}
+	memcpy(p, name, len);
+	n = len + http_u64(p + len, v);
+	memcpy(p + n, "\r\n", 2);
+	obuf_commit(c, n + 2);
+}
+
+void
 resp_end_headers(struct conn *c, int64_t len)
 {
 	static const char ka10[] = "Connection: keep-alive\r\n\r\n";
 	static const char close[] = "Connection: close\r\n\r\n";
-	char num[48];
-	int n;
 
-	if (len >= 0) {
-		n = snprintf(num, sizeof(num), "Content-Length: %lld\r\n",
-		    (long long)len);
-		obuf_add(c, num, (size_t)n);
-	}
+	if (len >= 0)
+		resp_header_u64(c, "Content-Length: ", 16, (uint64_t)len);
 	if (!c->keepalive) {
 		c->close_after = true;
 		obuf_add(c, close, sizeof(close) - 1);

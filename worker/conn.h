@@ -89,8 +89,16 @@ const struct http_request *conn_req(const struct conn *c);
 /* Starts a response: status line, Server and Date. */
 void resp_status(struct conn *c, int status);
 
+/* Only the status line, with a reason phrase of len bytes (an upstream's). */
+void resp_status_reason(struct conn *c, int status, const char *reason,
+    size_t len);
+
 /* Adds ready-made header lines ("Name: value\r\n..."). */
 void resp_header(struct conn *c, const char *lines, size_t len);
+
+/* Adds the line "<name><v>\r\n"; name has len bytes and ends in ": ". */
+void resp_header_u64(struct conn *c, const char *name, size_t len,
+    uint64_t v);
 
 /* Adds one formatted header line; fmt has no CRLF. */
 void resp_headerf(struct conn *c, const char *fmt, ...)

@@ -186,4 +186,13 @@ bool http_etag_match(const char *list, size_t len, const char *etag,
 /* The reason phrase for a status code, "Unknown" if none. */
 const char *http_reason(int status);
 
+/*
+ * The whole line "HTTP/1.1 <status> <reason>\r\n" and its length in *len;
+ * NULL for a status http_reason() does not know.
+ */
+const char *http_status_line(int status, size_t *len);
+
+/* Writes v in decimal at dst, which has room for 20 digits; its length. */
+size_t http_u64(char *dst, uint64_t v);
+
 #endif

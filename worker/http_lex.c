@@ -107,6 +107,18 @@ http_token_len(struct span s)
 	return i;
 }
 
+size_t
+http_u64(char *dst, uint64_t v)
+{
+	char tmp[20], *p = tmp + sizeof(tmp);
+
+	do
+		*--p = (char)('0' + v % 10);
+	while ((v /= 10) != 0);
+	memcpy(dst, p, (size_t)(tmp + sizeof(tmp) - p));
+	return (size_t)(tmp + sizeof(tmp) - p);
+}
+
 int
 http_decimal(struct span v, int64_t *out)
 {

@@ -837,44 +837,64 @@ http_host_check(const char *p, size_t len)
 	return port > 65535 ? -1 : (ssize_t)i;
 }
 
+/* Every status corral names, with its reason phrase. */
+#define HTTP_STATUSES \
+	S(100, "Continue") \
+	S(101, "Switching Protocols") \
+	S(200, "OK") \
+	S(201, "Created") \
+	S(204, "No Content") \
+	S(206, "Partial Content") \
+	S(301, "Moved Permanently") \
+	S(302, "Found") \
+	S(303, "See Other") \
+	S(304, "Not Modified") \
+	S(307, "Temporary Redirect") \
+	S(308, "Permanent Redirect") \
+	S(400, "Bad Request") \
+	S(401, "Unauthorized") \
+	S(403, "Forbidden") \
+	S(404, "Not Found") \
+	S(405, "Method Not Allowed") \
+	S(408, "Request Timeout") \
+	S(411, "Length Required") \
+	S(412, "Precondition Failed") \
+	S(413, "Content Too Large") \
+	S(414, "URI Too Long") \
+	S(415, "Unsupported Media Type") \
+	S(416, "Range Not Satisfiable") \
+	S(417, "Expectation Failed") \
+	S(421, "Misdirected Request") \
+	S(426, "Upgrade Required") \
+	S(431, "Request Header Fields Too Large") \
+	S(500, "Internal Server Error") \
+	S(501, "Not Implemented") \
+	S(502, "Bad Gateway") \
+	S(503, "Service Unavailable") \
+	S(504, "Gateway Timeout") \
+	S(505, "HTTP Version Not Supported")
+
 const char *
 http_reason(int status)
 {
 	switch (status) {
-	case 100: return "Continue";
-	case 101: return "Switching Protocols";
-	case 200: return "OK";
-	case 201: return "Created";
-	case 204: return "No Content";
-	case 206: return "Partial Content";
-	case 301: return "Moved Permanently";
-	case 302: return "Found";
-	case 303: return "See Other";
-	case 304: return "Not Modified";
-	case 307: return "Temporary Redirect";
-	case 308: return "Permanent Redirect";
-	case 400: return "Bad Request";
-	case 401: return "Unauthorized";
-	case 403: return "Forbidden";
-	case 404: return "Not Found";
-	case 405: return "Method Not Allowed";
-	case 408: return "Request Timeout";
-	case 411: return "Length Required";
-	case 412: return "Precondition Failed";
-	case 413: return "Content Too Large";
-	case 414: return "URI Too Long";
-	case 415: return "Unsupported Media Type";
-	case 416: return "Range Not Satisfiable";
-	case 417: return "Expectation Failed";
-	case 421: return "Misdirected Request";
-	case 426: return "Upgrade Required";
-	case 431: return "Request Header Fields Too Large";
-	case 500: return "Internal Server Error";
-	case 501: return "Not Implemented";
-	case 502: return "Bad Gateway";
-	case 503: return "Service Unavailable";
-	case 504: return "Gateway Timeout";
-	case 505: return "HTTP Version Not Supported";
+#define S(code, reason)	case code: return reason;
+	HTTP_STATUSES
+#undef S
 	}
 	return "Unknown";
+}
+
+/* Whole status lines, made by the compiler: nothing to format per response. */
+const char *
+http_status_line(int status, size_t *len)
+{
+	switch (status) {
+#define S(code, reason)	case code: \
+		*len = sizeof("HTTP/1.1 " #code " " reason "\r\n") - 1; \
+		return "HTTP/1.1 " #code " " reason "\r\n";
+	HTTP_STATUSES
+#undef S
+	}
+	return NULL;
 }

@@ -577,9 +577,15 @@ px_begin(struct proxy *px)
 
 enum lk { LK_ANSWERED, LK_FETCH, LK_WAIT };
 
-static const char *const xc_name[] = {
-	"", "HIT", "MISS", "STALE", "UPDATING", "EXPIRED", "BYPASS"
+#define XC_LINE(v)	{ "X-Cache: " v "\r\n", sizeof("X-Cache: " v "\r\n") - 1 }
+static const struct {
+	const char *p;
+	size_t len;
+} xc_line[] = {
+	{ "", 0 }, XC_LINE("HIT"), XC_LINE("MISS"), XC_LINE("STALE"),
+	XC_LINE("UPDATING"), XC_LINE("EXPIRED"), XC_LINE("BYPASS")
 };
+#undef XC_LINE
 
 /* Request fields a fill does not forward: the cache answers them. */
 static const char *const cond_fields[] = {
@@ -824,9 +830,9 @@ cache_answer(struct proxy *px, struct store_ref *ref, const struct cobj *co,
 		status = 304;
 	resp_status(c, status);
 	resp_header(c, lines, co->hlen);
-	resp_headerf(c, "Age: %lld", (long long)(age > 0 ? age : 0));
+	resp_header_u64(c, "Age: ", 5, (uint64_t)(age > 0 ? age : 0));
 	if (x)
-		resp_headerf(c, "X-Cache: %s", xc_name[xc]);
+		resp_header(c, xc_line[xc].p, xc_line[xc].len);
 	body = status != 304 && status != 204;
 	resp_end_headers(c, body ? (int64_t)co->blen : -1);
 	body = body && !resp_is_head(c) && co->blen > 0;
@@ -1821,10 +1827,11 @@ px_send_header(struct proxy *px)
 
 	px->status = r->status;
 	cache_decide(px);
-	resp_headerf(c, "HTTP/1.1 %d %.*s", r->status,
-	    (int)(r->reason.len > 0 ? r->reason.len :
-	    strlen(http_reason(r->status))),
-	    r->reason.len > 0 ? r->reason.p : http_reason(r->status));
+	if (r->reason.len > 0)
+		resp_status_reason(c, r->status, r->reason.p, r->reason.len);
+	else
+		resp_status_reason(c, r->status, http_reason(r->status),
+		    strlen(http_reason(r->status)));
 	resp_header(c, worker.server_line, worker.server_line_len);
 	if (r->date.p != NULL) {
 		resp_header(c, "Date: ", 6);
@@ -1844,7 +1851,7 @@ px_send_header(struct proxy *px)
 		resp_header(c, "\r\n", 2);
 	}
 	if (px->xc != XC_NONE && px->loc->x_cache)
-		resp_headerf(c, "X-Cache: %s", xc_name[px->xc]);
+		resp_header(c, xc_line[px->xc].p, xc_line[px->xc].len);
 	switch (r->framing) {
 	case HTTP_BODY_NONE:
 		if (r->status != 204 && r->status != 304)

@@ -121,8 +121,9 @@ class _Handler(socketserver.BaseRequestHandler):
         except (EOFError, OSError, ValueError):
             pass
 
-    def _send(self, status, hdrs, data, close=False):
-        lines = ['HTTP/1.1 %d X' % status] + ['%s: %s' % kv for kv in hdrs]
+    def _send(self, status, hdrs, data, close=False, reason='X'):
+        lines = ['HTTP/1.1 %d %s' % (status, reason)] + \
+            ['%s: %s' % kv for kv in hdrs]
         if close:
             lines.append('Connection: close')
         self.request.sendall(('\r\n'.join(lines) + '\r\n\r\n')
@@ -144,7 +145,8 @@ class _Handler(socketserver.BaseRequestHandler):
             out = b''
         else:
             hdrs.append(('Content-Length', len(out)))
-        return self._send(status, hdrs, b'' if head else out, close)
+        return self._send(status, hdrs, b'' if head else out, close,
+                          spec['reason'])
 
     def _answer(self, method, target, version, headers, h, data):
         o = self.server.origin
@@ -280,15 +282,16 @@ class Origin:
                 pass
 
     def script(self, path, status=200, headers=(), body=b'', delay=0.0,
-               fn=None):
+               fn=None, reason='X'):
         """
-        Answers path with status, headers (pairs; Content-Length is added)
-        and body after delay seconds, or with fn(method, headers) ->
-        (status, headers, body), headers keyed in lower case.
+        Answers path with status, reason, headers (pairs; Content-Length
+        is added) and body after delay seconds, or with fn(method,
+        headers) -> (status, headers, body), headers keyed in lower case.
         """
         with self.lock:
             self.scripts[path] = {'status': status, 'headers': headers,
-                                  'body': body, 'delay': delay, 'fn': fn}
+                                  'body': body, 'delay': delay, 'fn': fn,
+                                  'reason': reason}
 
     def answered_with(self, path, status):
         """How many scripted answers to path had this status."""

@@ -77,6 +77,19 @@ class ProxyBasicsTest(ProxyTestCase):
         self.assertEqual(r.body, b'status 404\n')
         self.assertNoLogErrors(c)
 
+    def test_status_line_keeps_the_origins_reason(self):
+        o = self.origin()
+        o.script('/api/teapot', status=418, body=b'short and stout\n')
+        o.script('/api/long', status=299, body=b'x',
+                 reason='R' * 2000)
+        c = self.start_proxy([o.addr])
+        for path, status, reason in (('/api/status/200', 200, 'X'),
+                                     ('/api/teapot', 418, 'X'),
+                                     ('/api/long', 299, 'R' * 2000)):
+            r = c.get(path)
+            self.assertEqual((r.status, r.reason), (status, reason), path)
+        self.assertEqual(r.body, b'x')
+
     def test_longest_prefix_and_files_outside(self):
         o = self.origin()
         c = self.start_proxy([o.addr], {'/api/': 'app',

@@ -907,6 +907,50 @@ Test(parse, reason)
 	cr_expect_str_eq(http_reason(-1), "Unknown");
 }
 
+/* Every status line agrees with http_reason; unknown codes have none. */
+Test(parse, status_line)
+{
+	char want[128];
+	const char *line;
+	size_t len;
+	int n;
+
+	for (int status = 0; status < 1000; status++) {
+		len = 12345;
+		line = http_status_line(status, &len);
+		if (strcmp(http_reason(status), "Unknown") == 0) {
+			cr_expect_null(line, "%d has a line", status);
+			cr_expect_eq(len, 12345);
+			continue;
+		}
+		n = snprintf(want, sizeof(want), "HTTP/1.1 %d %s\r\n", status,
+		    http_reason(status));
+		cr_assert_not_null(line, "%d has no line", status);
+		cr_expect_eq(len, (size_t)n, "%d: length %zu", status, len);
+		cr_expect_str_eq(line, want);
+	}
+}
+
+Test(parse, u64)
+{
+	static const uint64_t t[] = {
+		0, 1, 9, 10, 99, 100, 4000, 65535, 1000000007ULL,
+		9223372036854775807ULL, 18446744073709551615ULL
+	};
+	char got[21], want[32];
+	size_t n;
+
+	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+		memset(got, 'x', sizeof(got));
+		n = http_u64(got, t[i]);
+		snprintf(want, sizeof(want), "%llu", (unsigned long long)t[i]);
+		cr_expect_eq(n, strlen(want), "%s: length %zu", want, n);
+		cr_expect_eq(memcmp(got, want, n), 0, "%s: %.*s", want,
+		    (int)n, got);
+		cr_expect_eq(got[n], 'x', "%s: wrote past its length", want);
+	}
+}
+
 /* Chunked bodies. */
 struct chunk_row {
 	const char *name;
