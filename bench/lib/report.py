@@ -141,8 +141,10 @@ def targets(cases):
             rows.append((what, goal, "no ratio (corral or nginx missing)",
                          ""))
         else:
-            rows.append((what, goal, "%.2f×" % now,
-                         "met" if now <= most else "not met"))
+            floor = ratio(case, "floor")
+            rows.append((what, goal, "%.2f×" % now + (
+                " (floor %.2f×)" % floor if floor is not None else ""),
+                "met" if now <= most else "not met"))
     return rows
 
 
@@ -174,6 +176,13 @@ def markdown(ctx, cases):
                "workers, from /proc) over the run, divided by the "
                "requests served. Lower is better; \"CPU vs nginx\" "
                "divides by nginx's in the same run.")
+    if any(c.get("floor") for c in cases):
+        out.append("- floor: bench/floor replaying corral's own response "
+                   "bytes, captured before the run, with one recv and one "
+                   "writev per batch of requests and nothing else: what "
+                   "the kernel costs for the exchange, so the least any "
+                   "server can spend here. \"(floor …)\" in the targets "
+                   "is its ratio to nginx.")
     if any(is_ops(c) for c in cases):
         out.append("- ops/s (suite store): operations per second of "
                    "bench/store_bench, all its processes together. "
@@ -225,6 +234,8 @@ def plot(ctx, cases, png):
         return "nothing to plot"
     names = [s.name for s in ctx.servers if any(c.get(s.name)
                                                 for c in cases)]
+    if any(c.get("floor") for c in cases):
+        names.append("floor")
     data = os.path.join(ctx.workdir, "plot.dat")
     with open(data, "w") as f:
         f.write("case\t" + "\t".join(names) + "\n")

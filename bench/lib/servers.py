@@ -12,6 +12,7 @@ import pwd
 import re
 import resource
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -279,6 +280,90 @@ class Origin(Server):
                 break
             n = m
         return n
+
+
+def capture(port, path):
+    """The exact bytes of one response to GET path, as wrk asks for it."""
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+        s.sendall(("GET %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n"
+                   % (path, port)).encode())
+        data = b""
+        while b"\r\n\r\n" not in data:
+            chunk = s.recv(65536)
+            if not chunk:
+                raise ServerFailed("GET %s: closed in the header" % path)
+            data += chunk
+        head = data[:data.index(b"\r\n\r\n") + 4]
+        m = re.search(rb"(?im)^content-length:\s*(\d+)", head)
+        if not m:
+            raise ServerFailed("GET %s: no Content-Length" % path)
+        want = len(head) + int(m.group(1))
+        while len(data) < want:
+            chunk = s.recv(65536)
+            if not chunk:
+                raise ServerFailed("GET %s: closed in the body" % path)
+            data += chunk
+        return data[:want]
+
+
+class Floor(Server):
+    """bench/floor: corral's own responses, captured before the run,
+    replayed by a loop that does one recv and one writev per batch of
+    requests.  Its CPU per request is what the kernel costs for the same
+    exchange: the least any server on this machine can spend."""
+
+    name = "floor"
+
+    def version(self):
+        return "bench/floor"
+
+    def start(self, suite, responses):
+        """responses: {path: bytes}."""
+        self.dir = os.path.join(self.ctx.workdir, suite, self.name)
+        os.makedirs(self.dir, exist_ok=True)
+        self.port = free_port()
+        args = []
+        for i, (path, data) in enumerate(sorted(responses.items())):
+            f = os.path.join(self.dir, "%d.http" % i)
+            with open(f, "wb") as out:
+                out.write(data)
+            args.append("%s=%s" % (path, f))
+        out = os.path.join(self.dir, "output.log")
+        self._log = open(out, "w")
+        cmd = pinned(self.ctx.server_cpus,
+                     [self.path, str(self.port)] + args)
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL,
+                                     stdout=self._log,
+                                     stderr=subprocess.STDOUT,
+                                     cwd=self.dir, start_new_session=True)
+        if not wait_port(self.port, self.proc):
+            code = self.proc.poll()
+            self.stop()
+            raise ServerFailed("floor: exited with %s: %s" % (code,
+                                                             _tail(out)))
+
+
+def start_floor(ctx, suite, corral, paths):
+    """The floor for paths, answering what corral answers now; None (with
+    a note) when it cannot run."""
+    if ctx.build is not None:
+        path = ctx.build("bench/floor")
+    else:
+        path = os.path.join(os.path.dirname(ctx.corral_bin), "bench",
+                            "floor")
+    if not os.access(path, os.X_OK):
+        ctx.note("%s: no %s ('make bench/floor' in corral's build dir "
+                 "makes it), the floor row is left out" % (suite, path))
+        return None
+    floor = Floor(ctx, path)
+    try:
+        floor.start(suite, {p: capture(corral.port, p) for p in paths})
+    except (OSError, ServerFailed) as e:
+        ctx.note("%s: floor: %s" % (suite, e))
+        floor.stop()
+        return None
+    ctx.running.append(floor)
+    return floor
 
 
 # Every server the harness knows, the one under test first.

@@ -12,8 +12,8 @@ import os
 
 from load import Case, Wrk, measure
 from origin import body
-from servers import (ServerFailed, add_varnish, start_all, start_origin,
-                     stop_all)
+from servers import (ServerFailed, add_varnish, start_all, start_floor,
+                     start_origin, stop_all)
 
 NAME = "proxy"
 
@@ -125,7 +125,22 @@ def run(ctx):
                             r.errors, r.requests)))
                 else:
                     ctx.passed += 1
+                    if key.startswith("hit"):
+                        running += _floor(ctx, case, srv, path)
             out.append(case)
         return out
     finally:
         stop_all(ctx, running + [origin])
+
+
+def _floor(ctx, case, corral, path):
+    """The floor's row for a cache hit: corral's hit replayed."""
+    if ctx.smoke:
+        return []
+    floor = start_floor(ctx, NAME, corral, [path])
+    if floor is None:
+        return []
+    r = measure(ctx, floor, Wrk("wrk"), path)
+    case.results.append(r)
+    ctx.progress(case, r)
+    return [floor]

@@ -7,7 +7,7 @@ import random
 
 from common import say
 from load import Ab, Case, Wrk, measure
-from servers import start_all, stop_all
+from servers import start_all, start_floor, stop_all
 
 NAME = "static"
 
@@ -95,6 +95,7 @@ def run(ctx):
 
     root, body = _docroot(ctx)
     servers = start_all(ctx, NAME, {"ROOT": root})
+    floor = None
     try:
         for srv in list(servers):
             why = _check(srv, body)
@@ -105,10 +106,14 @@ def run(ctx):
                 servers.remove(srv)
             elif srv.name == "corral":
                 ctx.passed += 1
+        floor = _floor(ctx, servers)
         out = []
         for key, title, path, load in cases:
             case = Case(NAME, key, title, load.label)
-            for srv in servers:
+            order = list(servers)
+            if floor and isinstance(load, Wrk) and not load.headers:
+                order.insert(1, floor)      # right after corral
+            for srv in order:
                 r = measure(ctx, srv, load, "/" + path)
                 case.results.append(r)
                 ctx.progress(case, r)
@@ -125,4 +130,14 @@ def run(ctx):
             say("%s: nothing to run" % NAME)
         return out
     finally:
-        stop_all(ctx, servers)
+        stop_all(ctx, servers + ([floor] if floor else []))
+
+
+def _floor(ctx, servers):
+    """The floor, replaying corral's answers for the files; it fits the
+    keep-alive cases (it cannot close, nor speak HTTP/1.0 keep-alive)."""
+    corral = [s for s in servers if s.name == "corral"]
+    if ctx.smoke or not corral:
+        return None
+    return start_floor(ctx, NAME, corral[0],
+                       ["/" + name for _, name, _ in FILES])
