@@ -133,6 +133,34 @@ void resp_abort(struct conn *c);
 /* Copies small body bytes into the output buffer. */
 void resp_body_copy(struct conn *c, const void *p, size_t len);
 
+/* A representation that Range requests may address. */
+#define RESP_RANGES_MAX	16	/* keeps a response within its segments */
+struct resp_rep {
+	const char *lines;		/* its header lines, Content-Type too */
+	size_t len;
+	const char *extra;		/* lines about this answer (Age) */
+	size_t elen;
+	const char *type;		/* its Content-Type, for the parts */
+	size_t tlen;
+	const char *etag;		/* quoted, for If-Range; or len 0 */
+	size_t etag_len;
+	time_t mtime;			/* Last-Modified, or -1 */
+	uint64_t size;
+	int max_ranges;
+	/* Queues len bytes of the body from off. */
+	void (*part)(struct conn *c, void *arg, uint64_t off, uint64_t len);
+	void *arg;
+};
+
+/*
+ * Answers the Range of r (its If-Range too) from rep: 206 with one part or
+ * multipart/byteranges, or 416.  False when the answer is the whole
+ * representation: no Range, neither GET nor HEAD, If-Range not matched, or
+ * a Range that is to be ignored.
+ */
+bool resp_range(struct conn *c, const struct http_request *r,
+    const struct resp_rep *rep);
+
 /* A complete error response with a small HTML body. */
 void resp_error(struct conn *c, int status);
 

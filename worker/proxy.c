@@ -33,6 +33,7 @@
 #include "master/log.h"
 #include "shm/store.h"
 #include "worker/conn.h"
+#include "worker/http_lex.h"
 #include "worker/http_response.h"
 #include "worker/proxy.h"
 
@@ -96,7 +97,7 @@ struct cobj {
 #define CO_VARY		3
 #define CO_GRACE	3600		/* seconds stale copies are kept */
 #define CO_ETAG_MAX	128
-#define CO_COND_MAX	512
+#define CO_COND_MAX	1024
 
 struct proxy {
 	struct conn *c;
@@ -155,7 +156,7 @@ struct proxy {
 	size_t etag_len;
 	int64_t mtime;
 	char cond[CO_COND_MAX];		/* the client's preconditions */
-	struct span inm, ims;
+	struct span inm, ims, range, if_range;
 	size_t klen, oklen, lklen;
 	char *okey;			/* key of the object: key or vkey */
 	char key[STORE_KEY_MAX];	/* the URL */
@@ -812,6 +813,76 @@ cache_not_modified(const struct proxy *px, const struct cobj *co,
 	    (time_t)co->mtime) == 304;
 }
 
+/* The body of a cached answer: a pinned value, or its bytes to copy. */
+struct hit_body {
+	struct pin *pin;
+	const char *data;		/* the body's first byte */
+	size_t off;			/* and its offset in the value */
+};
+
+static void
+hit_part(struct conn *c, void *arg, uint64_t off, uint64_t len)
+{
+	const struct hit_body *b = arg;
+
+	if (b->pin != NULL)
+		resp_body_pin(c, b->pin, b->off + (size_t)off, (size_t)len);
+	else
+		resp_body_copy(c, b->data + off, (size_t)len);
+}
+
+/* The value of the Content-Type line among stored header lines. */
+static struct span
+lines_type(const char *p, size_t len)
+{
+	const char *end = p + len, *nl;
+	struct span t = { "application/octet-stream", 24 };
+
+	for (; p < end; p = nl + 1) {
+		if ((nl = memchr(p, '\n', (size_t)(end - p))) == NULL)
+			break;
+		if (nl - p > 14 && http_ieq(p, "content-type:", 13)) {
+			t.p = http_skip_ows(p + 13, nl);
+			t.len = (size_t)(nl - 1 - t.p);	/* before CR */
+			break;
+		}
+	}
+	return t;
+}
+
+/* Answers a Range from a 200 in the cache; false when not a Range. */
+static bool
+cache_range(struct proxy *px, const struct cobj *co, const char *etag,
+    const char *lines, struct hit_body *b, const char *extra, size_t elen)
+{
+	struct http_request rq;
+	struct span type;
+	struct resp_rep rep;
+
+	if (px->range.p == NULL || co->status != 200)
+		return false;
+	memset(&rq, 0, sizeof(rq));
+	rq.method = resp_is_head(px->c) ? HTTP_M_HEAD : HTTP_M_GET;
+	rq.range = px->range;
+	rq.if_range = px->if_range;
+	type = lines_type(lines, co->hlen);
+	memset(&rep, 0, sizeof(rep));
+	rep.lines = lines;
+	rep.len = co->hlen;
+	rep.extra = extra;
+	rep.elen = elen;
+	rep.type = type.p;
+	rep.tlen = type.len;
+	rep.etag = etag;
+	rep.etag_len = co->etag_len;
+	rep.mtime = (time_t)co->mtime;
+	rep.size = co->blen;
+	rep.max_ranges = worker.cf->max_ranges;
+	rep.part = hit_part;
+	rep.arg = b;
+	return resp_range(px->c, &rq, &rep);
+}
+
 /* Answers from a pinned object, whose pin it takes over. */
 static void
 cache_answer(struct proxy *px, struct store_ref *ref, const struct cobj *co,
@@ -822,30 +893,41 @@ cache_answer(struct proxy *px, struct store_ref *ref, const struct cobj *co,
 	const char *lines = etag + co->etag_len;
 	size_t off = sizeof(*co) + co->etag_len + co->hlen;
 	int64_t age = worker.now - co->born;
-	bool x = px->loc->x_cache, body;
+	bool x = px->loc->x_cache, body, ranged;
+	struct hit_body b = { NULL, (const char *)ref->data + off, off };
+	char extra[64];
+	size_t elen;
 	int status = co->status;
-	struct pin *pin;
 
+	/* Age and X-Cache, stated on each answer. */
+	memcpy(extra, "Age: ", 5);
+	elen = 5 + http_u64(extra + 5, (uint64_t)(age > 0 ? age : 0));
+	memcpy(extra + elen, "\r\n", 2);
+	elen += 2;
+	if (x) {
+		memcpy(extra + elen, xc_line[xc].p, xc_line[xc].len);
+		elen += xc_line[xc].len;
+	}
 	if (cache_not_modified(px, co, etag))
 		status = 304;
-	resp_status(c, status);
-	resp_header(c, lines, co->hlen);
-	resp_header_u64(c, "Age: ", 5, (uint64_t)(age > 0 ? age : 0));
-	if (x)
-		resp_header(c, xc_line[xc].p, xc_line[xc].len);
 	body = status != 304 && status != 204;
-	resp_end_headers(c, body ? (int64_t)co->blen : -1);
-	body = body && !resp_is_head(c) && co->blen > 0;
-	if (body && (pin = pin_take(ref)) != NULL) {
-		resp_body_pin(c, pin, off, co->blen);
-		pin_put(pin);
-	} else {
+	if (body && co->blen > 0)
+		b.pin = pin_take(ref);
+	ranged = body && cache_range(px, co, etag, lines, &b, extra, elen);
+	if (!ranged) {
+		resp_status(c, status);
+		resp_header(c, lines, co->hlen);
+		resp_header(c, extra, elen);
+		resp_end_headers(c, body ? (int64_t)co->blen : -1);
+		body = body && !resp_is_head(c) && co->blen > 0;
 		if (body)
-			resp_body_copy(c, (const char *)ref->data + off,
-			    co->blen);
-		store_release(worker.store, ref);
+			hit_part(c, &b, 0, co->blen);
+		resp_done(c, status, body ? co->blen : 0);
 	}
-	resp_done(c, status, body ? co->blen : 0);
+	if (b.pin != NULL)
+		pin_put(b.pin);
+	else
+		store_release(worker.store, ref);
 }
 
 /* Keeps the validators of a stale copy for a conditional refresh. */
@@ -1132,29 +1214,33 @@ cache_purge(struct proxy *px)
 	resp_done(c, 200, 0);
 }
 
-/* Copies the client's preconditions: the input buffer moves on. */
+static void
+cond_keep(struct proxy *px, struct span from, struct span *to, size_t *n)
+{
+	to->p = NULL;
+	to->len = 0;
+	if (from.p == NULL || from.len > sizeof(px->cond) - *n)
+		return;		/* too long to keep: as if absent */
+	memcpy(px->cond + *n, from.p, from.len);
+	to->p = px->cond + *n;
+	to->len = from.len;
+	*n += from.len;
+}
+
+/* Copies the client's preconditions and Range: the input buffer moves on. */
 static void
 save_cond(struct proxy *px)
 {
 	const struct http_request *r = conn_req(px->c);
 	size_t n = 0;
 
-	px->inm.p = px->ims.p = NULL;
-	px->inm.len = px->ims.len = 0;
-	if (r->if_none_match.p != NULL &&
-	    r->if_none_match.len <= sizeof(px->cond)) {
-		memcpy(px->cond, r->if_none_match.p, r->if_none_match.len);
-		px->inm.p = px->cond;
-		px->inm.len = r->if_none_match.len;
-		n = r->if_none_match.len;
-	}
-	if (r->if_modified_since.p != NULL &&
-	    r->if_modified_since.len <= sizeof(px->cond) - n) {
-		memcpy(px->cond + n, r->if_modified_since.p,
-		    r->if_modified_since.len);
-		px->ims.p = px->cond + n;
-		px->ims.len = r->if_modified_since.len;
-	}
+	cond_keep(px, r->if_none_match, &px->inm, &n);
+	cond_keep(px, r->if_modified_since, &px->ims, &n);
+	cond_keep(px, r->if_range, &px->if_range, &n);
+	cond_keep(px, r->range, &px->range, &n);
+	/* A Range without its If-Range would be answered wrongly. */
+	if (r->if_range.p != NULL && px->if_range.p == NULL)
+		px->range.p = NULL;
 }
 
 /*

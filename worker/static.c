@@ -36,9 +36,6 @@
 #include "worker/static.h"
 #include "shm/store.h"
 
-#define MAX_RANGES_QUEUED	16	/* keeps a response within its share
-					   of the output queue */
-
 struct fentry {
 	struct fentry *hnext;		/* hash chain */
 	struct fentry *lru_prev, *lru_next;
@@ -74,7 +71,6 @@ struct fcache {
 	size_t mask;
 	size_t count;
 	struct fentry *lru_head, *lru_tail;	/* head is most recent */
-	uint64_t boundary_seq;
 };
 
 struct fcache *
@@ -95,7 +91,6 @@ fcache_create(const struct config *cf)
 	}
 	fc->cf = cf;
 	fc->mask = n - 1;
-	fc->boundary_seq = (uint64_t)getpid() << 32;
 	return fc;
 }
 
@@ -595,78 +590,23 @@ serve_not_modified(struct conn *c, struct fentry *fe)
 }
 
 static void
-serve_one_range(struct conn *c, struct fentry *fe, struct http_range *rg)
+send_part(struct conn *c, void *arg, uint64_t off, uint64_t len)
 {
-	off_t len = (off_t)(rg->last - rg->first + 1);
-
-	resp_status(c, 206);
-	resp_header(c, fe->hdr, fe->hdr_len);
-	resp_headerf(c, "Content-Range: bytes %llu-%llu/%lld",
-	    (unsigned long long)rg->first, (unsigned long long)rg->last,
-	    (long long)fe->size);
-	resp_end_headers(c, len);
-	if (!resp_is_head(c))
-		send_body(c, fe, (off_t)rg->first, len);
-	resp_done(c, 206, resp_is_head(c) ? 0 : (uint64_t)len);
-}
-
-static int
-part_header(char *buf, size_t size, const char *boundary,
-    const struct fentry *fe, const struct http_range *rg)
-{
-	return snprintf(buf, size, "\r\n--%s\r\nContent-Type: %s\r\n"
-	    "Content-Range: bytes %llu-%llu/%lld\r\n\r\n", boundary,
-	    fe->type, (unsigned long long)rg->first,
-	    (unsigned long long)rg->last, (long long)fe->size);
-}
-
-/* multipart/byteranges (RFC 9110 section 14.6). */
-static void
-serve_ranges(struct conn *c, struct fentry *fe, struct http_range *rg,
-    int n)
-{
-	struct fcache *fc = worker.fcache;
-	char boundary[24], part[512], tail[40];
-	uint64_t total = 0;
-	int i, len, tlen;
-
-	snprintf(boundary, sizeof(boundary), "%016llx",
-	    (unsigned long long)XXH3_64bits(&fc->boundary_seq,
-	    sizeof(fc->boundary_seq)));
-	fc->boundary_seq++;
-	for (i = 0; i < n; i++)
-		total += (uint64_t)part_header(part, sizeof(part), boundary,
-		    fe, &rg[i]) + rg[i].last - rg[i].first + 1;
-	tlen = snprintf(tail, sizeof(tail), "\r\n--%s--\r\n", boundary);
-	total += (uint64_t)tlen;
-
-	resp_status(c, 206);
-	/* The part headers carry Content-Type; skip the file's own. */
-	resp_header(c, strchr(fe->hdr, '\n') + 1,
-	    fe->hdr_len - (size_t)(strchr(fe->hdr, '\n') + 1 - fe->hdr));
-	resp_headerf(c, "Content-Type: multipart/byteranges; boundary=%s",
-	    boundary);
-	resp_end_headers(c, (int64_t)total);
-	if (!resp_is_head(c)) {
-		for (i = 0; i < n; i++) {
-			len = part_header(part, sizeof(part), boundary, fe,
-			    &rg[i]);
-			resp_body_copy(c, part, (size_t)len);
-			send_body(c, fe, (off_t)rg[i].first,
-			    (off_t)(rg[i].last - rg[i].first + 1));
-		}
-		resp_body_copy(c, tail, (size_t)tlen);
-	}
-	resp_done(c, 206, resp_is_head(c) ? 0 : total);
+	send_body(c, arg, (off_t)off, (off_t)len);
 }
 
 static void
 serve_file(struct conn *c, struct fentry *fe)
 {
 	const struct http_request *r = conn_req(c);
-	struct http_range rg[MAX_RANGES_QUEUED];
-	char cr[64];
-	int n, rc, max;
+	struct resp_rep rep = {
+		.lines = fe->hdr, .len = fe->hdr_len,
+		.type = fe->type, .tlen = strlen(fe->type),
+		.etag = fe->etag, .etag_len = fe->etag_len,
+		.mtime = fe->mtime, .size = (uint64_t)fe->size,
+		.max_ranges = worker.cf->max_ranges,
+		.part = send_part, .arg = fe,
+	};
 
 	switch (http_conditional(r, fe->etag, fe->etag_len, fe->mtime)) {
 	case 304:
@@ -676,24 +616,7 @@ serve_file(struct conn *c, struct fentry *fe)
 		resp_error(c, 412);
 		return;
 	}
-	if (r->range.p == NULL ||
-	    !http_if_range(r, fe->etag, fe->etag_len, fe->mtime)) {
-		serve_whole(c, fe);
-		return;
-	}
-	max = worker.cf->max_ranges < MAX_RANGES_QUEUED ?
-	    worker.cf->max_ranges : MAX_RANGES_QUEUED;
-	rc = http_range_parse(r->range.p, r->range.len, (uint64_t)fe->size,
-	    rg, max, &n);
-	if (rc == HTTP_RANGE_UNSATISFIABLE) {
-		n = snprintf(cr, sizeof(cr), "Content-Range: bytes */%lld\r\n",
-		    (long long)fe->size);
-		resp_error_hdr(c, 416, cr, (size_t)n);
-	} else if (rc == HTTP_RANGE_OK && n == 1)
-		serve_one_range(c, fe, rg);
-	else if (rc == HTTP_RANGE_OK)
-		serve_ranges(c, fe, rg, n);
-	else
+	if (!resp_range(c, r, &rep))
 		serve_whole(c, fe);
 }
 

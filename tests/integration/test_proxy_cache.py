@@ -574,6 +574,73 @@ class CacheRulesTest(ProxyCacheCase):
         self.assertNotIn('if-none-match',
                          [k.lower() for k, v in o.last()['headers']])
 
+    def test_ranges_answered_from_cache(self):
+        body = bytes(range(256)) * 16
+        o = self.origin()
+        o.script('/api/r', body=body, headers=[
+            ('Content-Type', 'video/mp4'), ('ETag', '"r1"'),
+            ('Last-Modified', 'Mon, 02 Nov 2026 10:00:00 GMT')])
+        c = self.start_cache(o)
+        # A miss answers whole, and the fill does not pass Range on.
+        r = self.fetch(c, '/api/r', headers=[('Range', 'bytes=0-9')])
+        self.assertCache(r, 'MISS', body)
+        self.assertNotIn('range', [k.lower() for k, v in o.last()['headers']])
+        r = self.fetch(c, '/api/r', headers=[('Range', 'bytes=100-199')])
+        self.assertCache(r, 'HIT', body[100:200], status=206)
+        self.assertEqual(r.header('Content-Range'), 'bytes 100-199/4096')
+        self.assertEqual(r.header('Content-Type'), 'video/mp4')
+        self.assertEqual(r.header('ETag'), '"r1"')
+        self.assertIsNotNone(r.header('Age'))
+        r = self.fetch(c, '/api/r', headers=[('Range', 'bytes=-5')])
+        self.assertCache(r, 'HIT', body[-5:], status=206)
+        self.assertEqual(r.header('Content-Range'), 'bytes 4091-4095/4096')
+        # Two ranges: multipart/byteranges, each part typed and placed.
+        r = self.fetch(c, '/api/r', headers=[('Range', 'bytes=0-2,10-12')])
+        self.assertCache(r, 'HIT', status=206)
+        ctype = r.header('Content-Type')
+        self.assertTrue(ctype.startswith('multipart/byteranges; boundary='),
+                        ctype)
+        b = ctype.split('boundary=')[1].encode()
+        want = b''.join(
+            b'\r\n--' + b + b'\r\nContent-Type: video/mp4\r\n'
+            b'Content-Range: bytes %d-%d/4096\r\n\r\n' % (f, l) +
+            body[f:l + 1] for f, l in ((0, 2), (10, 12)))
+        self.assertEqual(r.body, want + b'\r\n--' + b + b'--\r\n')
+        self.assertEqual(int(r.header('Content-Length')), len(r.body))
+        # Beyond the end: 416 with the size.
+        r = self.fetch(c, '/api/r', headers=[('Range', 'bytes=5000-')])
+        self.assertEqual(r.status, 416)
+        self.assertEqual(r.header('Content-Range'), 'bytes */4096')
+        # If-Range: the same entity gets the range, another the whole.
+        r = self.fetch(c, '/api/r', headers=[('Range', 'bytes=1-2'),
+                                             ('If-Range', '"r1"')])
+        self.assertCache(r, 'HIT', body[1:3], status=206)
+        r = self.fetch(c, '/api/r', headers=[('Range', 'bytes=1-2'),
+                                             ('If-Range', '"old"')])
+        self.assertCache(r, 'HIT', body)
+        r = self.fetch(c, '/api/r', headers=[
+            ('Range', 'bytes=1-2'),
+            ('If-Range', 'Mon, 02 Nov 2026 10:00:00 GMT')])
+        self.assertCache(r, 'HIT', body[1:3], status=206)
+        # HEAD answers what GET would; an unknown unit is ignored.
+        r = self.fetch(c, '/api/r', method='HEAD',
+                       headers=[('Range', 'bytes=0-9')])
+        self.assertCache(r, 'HIT', b'', status=206)
+        self.assertEqual(r.header('Content-Length'), '10')
+        r = self.fetch(c, '/api/r', headers=[('Range', 'lines=1-2')])
+        self.assertCache(r, 'HIT', body)
+        self.assertEqual(o.count('/api/r'), 1)
+
+    def test_range_on_cached_404_is_ignored(self):
+        o = self.origin()
+        o.script('/api/gone', status=404, body=b'not here\n',
+                 headers=[('Cache-Control', 'max-age=60')])
+        c = self.start_cache(o)
+        self.assertCache(self.fetch(c, '/api/gone'), 'MISS', b'not here\n',
+                         status=404)
+        r = self.fetch(c, '/api/gone', headers=[('Range', 'bytes=0-1')])
+        self.assertCache(r, 'HIT', b'not here\n', status=404)
+
     def test_purge(self):
         o = self.origin()
         o.script('/api/p', body=b'purge me')
