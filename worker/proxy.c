@@ -139,6 +139,7 @@ struct proxy {
 	uint8_t xc;			/* enum xc */
 	bool cached;			/* looked up in the cache */
 	bool fill;			/* the response may be stored */
+	bool head_get;			/* a HEAD fetched as GET, to fill */
 	bool lease;			/* this request fills the key */
 	bool stale;			/* a stale copy is there */
 	bool reval;			/* ask the upstream if it changed */
@@ -440,7 +441,8 @@ build_request(struct proxy *px, const struct http_request *r)
 	char line[96];
 	bool ok;
 
-	ok = wbuf_span(px, r->method_name) && wbuf_str(px, " ");
+	ok = (px->head_get ? wbuf_str(px, "GET") :
+	    wbuf_span(px, r->method_name)) && wbuf_str(px, " ");
 	if (r->absolute_form) {
 		ok = ok && (r->path.len > 0 ? wbuf_span(px, r->path) :
 		    wbuf_str(px, "/"));
@@ -1269,7 +1271,8 @@ cache_start(struct proxy *px)
 	}
 	if (!get || r->content_length > 0 || r->chunked)
 		return LK_FETCH;
-	px->fill = r->method == HTTP_M_GET;
+	/* A HEAD miss fetches the GET, as nginx and Varnish do: it fills. */
+	px->fill = true;
 	if (http_header_get(r, "Authorization").p != NULL)
 		return LK_FETCH;	/* stored if the response allows */
 	px->cached = true;
@@ -1666,6 +1669,7 @@ proxy_start(struct conn *c, const struct config_location *l,
 		return 0;
 	}
 	px->peer = peer_pick(px->up);
+	px->head_get = r->method == HTTP_M_HEAD && px->fill;
 	if (!build_request(px, r)) {
 		px_release(px, false);
 		return -1;
@@ -1974,7 +1978,8 @@ px_relay(struct proxy *px, size_t n)
 	size_t len = n, data, out;
 	int rc;
 
-	if (resp_is_head(px->c) && px->body.framing != HTTP_BODY_NONE)
+	if (resp_is_head(px->c) && !px->head_get &&
+	    px->body.framing != HTTP_BODY_NONE)
 		len = 0;
 	rc = http_body_feed(&px->body, px->rbuf, &len, &data);
 	if (rc == HTTP_ERROR) {
@@ -1987,6 +1992,12 @@ px_relay(struct proxy *px, size_t n)
 		cache_copy(px, px->rbuf, len, px->body.framing ==
 		    HTTP_BODY_CHUNKED && !px->body.decode ? NULL : px->rbuf,
 		    out);
+	if (px->head_get && !px->storing) {
+		px_finish(px, false);	/* too large to store after all */
+		return 1;
+	}
+	if (px->head_get)
+		out = 0;		/* stored, not sent */
 	if (out > 0)
 		resp_body_copy(px->c, px->rbuf, out);
 	px->sent += out;
@@ -2010,7 +2021,7 @@ px_header(struct proxy *px)
 	for (;;) {
 		n = http_parse_response(&px->resp, px->rbuf, px->rlen,
 		    &px->scan, worker.headers, cf->max_headers,
-		    cf->max_header_size, resp_is_head(px->c));
+		    cf->max_header_size, resp_is_head(px->c) && !px->head_get);
 		if (n == HTTP_AGAIN) {
 			if (px->rlen < px->rsize)
 				return 0;
@@ -2044,6 +2055,11 @@ px_header(struct proxy *px)
 	if (cache_intercept(px, (size_t)n))
 		return -1;
 	px_send_header(px);
+	if (px->head_get && !px->storing) {
+		/* The HEAD is answered, and no one wants the body. */
+		px_finish(px, false);
+		return -1;
+	}
 	px->rlen -= (size_t)n;
 	memmove(px->rbuf, px->rbuf + n, px->rlen);
 	return 1;

@@ -143,6 +143,45 @@ class CacheBasicsTest(ProxyCacheCase):
         self.assertGreaterEqual(self.stats(c)['too_large'], 4)
         self.assertEqual(self.stats(c)['sets'], 0)
 
+    def test_head_miss_fetches_get_and_fills(self):
+        o = self.origin()
+        o.script('/api/h', body=b'head-body\n',
+                 headers=[('Content-Type', 'text/plain'), ('ETag', '"h1"')])
+        c = self.start_cache(o)
+        r = self.fetch(c, '/api/h', method='HEAD')
+        self.assertCache(r, 'MISS', b'')
+        self.assertEqual(r.header('Content-Length'), '10')
+        self.assertEqual(r.header('ETag'), '"h1"')
+        self.assertEqual(o.last('/api/h')['method'], 'GET')
+        self.assertCache(self.fetch(c, '/api/h'), 'HIT', b'head-body\n')
+        self.assertCache(self.fetch(c, '/api/h', method='HEAD'), 'HIT', b'')
+        self.assertEqual(o.count('/api/h'), 1)
+        # Not storable: the HEAD still gets its header; nothing is kept.
+        o.script('/api/hc', body=b'cookie', headers=[('Set-Cookie', 'a=b')])
+        r = self.fetch(c, '/api/hc', method='HEAD')
+        self.assertEqual((r.status, r.body), (200, b''))
+        self.assertEqual(r.header('Set-Cookie'), 'a=b')
+        self.assertEqual(r.header('Content-Length'), '6')
+        self.assertEqual(self.fetch(c, '/api/hc').body, b'cookie')
+        self.assertEqual(o.count('/api/hc'), 2)
+        # Over cache.max_object: header at once, body neither read whole
+        # nor sent; the same keep-alive connection goes on.
+        big = 2 * 1024 * 1024
+        with c.connect() as s:
+            for path in ('/api/size/%d' % big, '/api/chunked/%d' % big):
+                s.send(('HEAD %s HTTP/1.1\r\nHost: localhost\r\n\r\n'
+                        % path).encode())
+                r = s.read_response('HEAD')
+                self.assertCache(r, 'MISS', b'')
+            s.send(b'GET /api/h HTTP/1.1\r\nHost: localhost\r\n\r\n')
+            self.assertCache(s.read_response(), 'HIT', b'head-body\n')
+        self.assertEqual(r.header('Transfer-Encoding'), 'chunked')
+        st = self.stats(c)
+        # /api/h, and the hit-for-pass mark of /api/hc.
+        self.assertEqual(st['sets'], 2, st)
+        self.assertGreaterEqual(st['too_large'], 2, st)
+        self.assertNoLogErrors(c)
+
     def test_cache_off_no_x_cache_no_store(self):
         o = self.origin()
         c = self.start_cache(o, {'cache': 'off'})
