@@ -116,6 +116,7 @@ static const struct range {
 	{ "server|location|cache_ttl", U_COUNT, 0, 2592000 },
 	{ "server|location|cache_lock_timeout", U_TIME, 1, DAY },
 	{ "server|location|cache_pass_ttl", U_TIME, 0, DAY },
+	{ "server|location|cache_grace", U_TIME, 0, 7 * DAY },
 };
 
 static int cb_workers(cfg_t *, cfg_opt_t *, const char *, void *);
@@ -139,6 +140,7 @@ static cfg_opt_t location_opts[] = {
 	CFG_INT_CB("cache_lock_timeout", 5 * SEC, CFGF_NONE, cb_time),
 	CFG_STR_LIST_CB("cache_stale", "{}", CFGF_NONE, cb_stale),
 	CFG_INT_CB("cache_pass_ttl", 10 * SEC, CFGF_NONE, cb_time),
+	CFG_INT_CB("cache_grace", HOUR, CFGF_NONE, cb_time),
 	CFG_STR_LIST_CB("purge_allow", "{}", CFGF_NONE, cb_purge),
 	CFG_BOOL("x_cache", cfg_true, CFGF_NONE),
 	CFG_END()
@@ -1215,6 +1217,7 @@ build_location_cache(cfg_t *ls, struct config_location *l)
 	l->cache_lock = cfg_getbool(ls, "cache_lock");
 	l->cache_lock_timeout_ms = cfg_getint(ls, "cache_lock_timeout");
 	l->cache_pass_ttl_ms = cfg_getint(ls, "cache_pass_ttl");
+	l->cache_grace = cfg_getint(ls, "cache_grace") / SEC;
 	l->x_cache = cfg_getbool(ls, "x_cache");
 	for (i = 0; i < cfg_size(ls, "cache_stale"); i++)
 		l->cache_stale |= stale_bit(cfg_getnstr(ls, "cache_stale", i));

@@ -64,6 +64,7 @@ struct config_location {
 					   nothing; 0: never expires */
 	int cache_lock_timeout_ms;
 	int cache_pass_ttl_ms;		/* hit-for-pass */
+	int64_t cache_grace;		/* seconds stale copies are kept */
 	unsigned cache_stale;		/* CACHE_STALE_* */
 	char **purge_allow;		/* numeric addresses, canonical */
 	size_t npurge_allow;

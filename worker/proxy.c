@@ -95,7 +95,6 @@ struct cobj {
 #define CO_RESP		1
 #define CO_PASS		2		/* hit-for-pass marker */
 #define CO_VARY		3
-#define CO_GRACE	3600		/* seconds stale copies are kept */
 #define CO_ETAG_MAX	128
 #define CO_COND_MAX	1024
 
@@ -570,7 +569,7 @@ px_begin(struct proxy *px)
  * Responses of a location with "cache" are kept in the shared store under
  * the normalised URL.  A key holds a response, a hit-for-pass marker, or
  * a Vary spec whose generation and field names lead to the variants.
- * Objects stay in the store CO_GRACE seconds past their freshness, which
+ * Objects stay in the store cache_grace seconds past their freshness, which
  * the object header tracks, so a stale copy can be revalidated or served
  * when the upstream fails.  Refills are serialised by store leases on an
  * auxiliary key, never stored ("L" or "W" + the object key), as the store
@@ -1393,18 +1392,18 @@ cbuf_add(struct proxy *px, const void *p, size_t n)
 	return buf_append(&px->cbuf, &px->csize, &px->clen, p, n);
 }
 
-/* The store's TTL: past freshness by CO_GRACE, absolute when far. */
+/* The store's TTL: past freshness by cache_grace, absolute when far. */
 static int64_t
-store_ttl(int64_t fresh_until)
+store_ttl(const struct proxy *px, int64_t fresh_until)
 {
-	int64_t ttl;
+	int64_t grace = px->loc->cache_grace, ttl;
 
 	if (fresh_until == INT64_MAX)
 		return 0;
-	ttl = fresh_until + CO_GRACE - worker.now;
+	ttl = fresh_until + grace - worker.now;
 	if (ttl < 1)
 		ttl = 1;
-	return ttl > STORE_TTL_RELATIVE_MAX ? fresh_until + CO_GRACE : ttl;
+	return ttl > STORE_TTL_RELATIVE_MAX ? fresh_until + grace : ttl;
 }
 
 static void
@@ -1510,7 +1509,7 @@ cache_decide(struct proxy *px)
 	    r->last_modified.p, r->last_modified.len) : -1;
 	if (r->etag.p != NULL && r->etag.len <= CO_ETAG_MAX)
 		co->etag_len = (uint32_t)r->etag.len;
-	px->cttl = store_ttl(co->fresh_until);
+	px->cttl = store_ttl(px, co->fresh_until);
 	if (nlen > 0 && !vary_spec(px, names, nlen, px->cttl))
 		return;
 	px->clen = 0;
@@ -1621,7 +1620,7 @@ cache_refresh(struct proxy *px)
 	memcpy(copy, &co, sizeof(co));
 	store_set(worker.store, px->okey, px->oklen, copy,
 	    sizeof(co) + co.etag_len + co.hlen + co.blen,
-	    store_ttl(co.fresh_until), 0);
+	    store_ttl(px, co.fresh_until), 0);
 	free(copy);
 	return cache_serve_stale(px, XC_EXPIRED);
 }

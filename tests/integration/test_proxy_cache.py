@@ -494,6 +494,21 @@ class CacheExpiryTest(ProxyCacheCase):
         # Nothing stale: the error goes out.
         self.assertEqual(self.fetch(c, '/api/other').status, 502)
 
+    def test_grace_bounds_the_stale_copy(self):
+        o = self.origin()
+        o.script('/api/g', body=b'graced', headers=[
+            ('Cache-Control', 'max-age=1')])
+        c = self.start_cache(o, {'cache_stale': '{"error"}',
+                                 'cache_grace': '2s'},
+                             upstream={'max_fails': 0})
+        t0 = time.time()
+        self.assertCache(self.fetch(c, '/api/g'), 'MISS', b'graced')
+        o.stop()
+        seconds_pass(2, t0)     # stale, within the grace
+        self.assertCache(self.fetch(c, '/api/g'), 'STALE', b'graced')
+        seconds_pass(5, t0)     # past it: gone from the store
+        self.assertEqual(self.fetch(c, '/api/g').status, 502)
+
     def test_500_without_stale_option_goes_out(self):
         o = self.origin()
         state = {'status': 200}
@@ -748,7 +763,7 @@ class CacheRulesTest(ProxyCacheCase):
         c = self.make()
         for bad in ('cache_stale = {"sometimes"}',
                     'purge_allow = {"localhost"}',
-                    'cache_ttl = -1'):
+                    'cache_ttl = -1', 'cache_grace = 8d'):
             text = c.config_text()
             at = text.index('server {\n') + len('server {\n')
             text = (text[:at] + '  location "/api/" {\n    proxy = "app"\n'
@@ -759,3 +774,6 @@ class CacheRulesTest(ProxyCacheCase):
             out = subprocess.run([BIN, '-t', '-c', c.conf_path],
                                  capture_output=True, text=True, timeout=10)
             self.assertNotEqual(out.returncode, 0, bad)
+            # The line of the location's directive is named.
+            line = text[:text.index(bad)].count('\n') + 1
+            self.assertIn('%s:%d' % (c.conf_path, line), out.stderr, bad)
