@@ -72,9 +72,7 @@ class Server:
 
     def start(self, suite, extra):
         """Writes the config and starts the server; ServerFailed if not up."""
-        self.dir = os.path.join(self.ctx.workdir, suite, self.name)
-        os.makedirs(self.dir, exist_ok=True)
-        self.port = free_port()
+        self.prepare(suite)
         values = self.values()
         values.update(extra)
         template = os.path.join(BENCH_DIR, "conf",
@@ -82,10 +80,22 @@ class Server:
         conf = os.path.join(self.dir, self.name + ".conf")
         with open(conf, "w") as f:
             f.write(render(template, values))
+        self.launch(self.argv(conf), self.ctx.server_cpus)
+
+    def prepare(self, suite):
+        """Its folder for suite, and a free port."""
+        self.dir = os.path.join(self.ctx.workdir, suite, self.name)
+        os.makedirs(self.dir, exist_ok=True)
+        self.port = free_port()
+
+    def launch(self, argv, cpus, label=""):
+        """Runs argv pinned to cpus in self.dir, its output in output.log;
+        ServerFailed (label, why, the log's tail) if it does not listen on
+        self.port."""
         out = os.path.join(self.dir, "output.log")
         self._log = open(out, "w")
-        cmd = pinned(self.ctx.server_cpus, self.argv(conf))
-        self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL,
+        self.proc = subprocess.Popen(pinned(cpus, argv),
+                                     stdin=subprocess.DEVNULL,
                                      stdout=self._log,
                                      stderr=subprocess.STDOUT,
                                      cwd=self.dir, start_new_session=True)
@@ -95,7 +105,7 @@ class Server:
             why = "exited with %s" % code if code is not None \
                 else "not listening after 10 s"
             tail = _tail(out) or _tail(os.path.join(self.dir, "error.log"))
-            raise ServerFailed(why + (": " + tail if tail else ""))
+            raise ServerFailed(label + why + (": " + tail if tail else ""))
 
     @property
     def pid(self):
@@ -238,23 +248,10 @@ class Origin(Server):
         return "bench/lib/origin.py (python3 asyncio)"
 
     def start(self, suite, extra=None):
-        self.dir = os.path.join(self.ctx.workdir, suite, self.name)
-        os.makedirs(self.dir, exist_ok=True)
-        self.port = free_port()
-        out = os.path.join(self.dir, "output.log")
-        self._log = open(out, "w")
-        cmd = pinned(self.ctx.load_cpus, [
-            sys.executable, os.path.join(BENCH_DIR, "lib", "origin.py"),
-            str(self.port)])
-        self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL,
-                                     stdout=self._log,
-                                     stderr=subprocess.STDOUT,
-                                     cwd=self.dir, start_new_session=True)
-        if not wait_port(self.port, self.proc):
-            code = self.proc.poll()
-            self.stop()
-            raise ServerFailed("origin: exited with %s: %s" % (
-                code, _tail(out)))
+        self.prepare(suite)
+        self.launch([sys.executable, os.path.join(BENCH_DIR, "lib",
+                                                  "origin.py"),
+                     str(self.port)], self.ctx.load_cpus, "origin: ")
 
     def hits(self, path=""):
         """Requests the origin got so far, for path or in all."""
@@ -319,28 +316,15 @@ class Floor(Server):
 
     def start(self, suite, responses):
         """responses: {path: bytes}."""
-        self.dir = os.path.join(self.ctx.workdir, suite, self.name)
-        os.makedirs(self.dir, exist_ok=True)
-        self.port = free_port()
+        self.prepare(suite)
         args = []
         for i, (path, data) in enumerate(sorted(responses.items())):
             f = os.path.join(self.dir, "%d.http" % i)
             with open(f, "wb") as out:
                 out.write(data)
             args.append("%s=%s" % (path, f))
-        out = os.path.join(self.dir, "output.log")
-        self._log = open(out, "w")
-        cmd = pinned(self.ctx.server_cpus,
-                     [self.path, str(self.port)] + args)
-        self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL,
-                                     stdout=self._log,
-                                     stderr=subprocess.STDOUT,
-                                     cwd=self.dir, start_new_session=True)
-        if not wait_port(self.port, self.proc):
-            code = self.proc.poll()
-            self.stop()
-            raise ServerFailed("floor: exited with %s: %s" % (code,
-                                                             _tail(out)))
+        self.launch([self.path, str(self.port)] + args,
+                    self.ctx.server_cpus, "floor: ")
 
 
 def start_floor(ctx, suite, corral, paths):

@@ -11,11 +11,10 @@ import subprocess
 import time
 
 import procstat
-from common import (BenchError, cpu_set, first_line, free_port, pinned,
-                    say, wait_port)
+from common import BenchError, cpu_set, first_line, pinned, say
 from load import Case
 from report import BUSY_NOTE, fmt_times
-from servers import Server, ServerFailed, _tail
+from servers import Server, ServerFailed
 
 NAME = "store"
 
@@ -73,27 +72,12 @@ class Memcached(Server):
 
     def start(self, suite, cpus):
         """Starts it on cpus; ServerFailed if it does not listen."""
-        self.dir = os.path.join(self.ctx.workdir, suite, self.name)
-        os.makedirs(self.dir, exist_ok=True)
-        self.port = free_port()
+        self.prepare(suite)
         cmd = [self.path, "-l", "127.0.0.1", "-p", str(self.port),
                "-U", "0", "-t", "1", "-m", "64"]
         if os.geteuid() == 0:
             cmd += ["-u", "root"]       # or it refuses to run as root
-        out = os.path.join(self.dir, "output.log")
-        self._log = open(out, "w")
-        self.proc = subprocess.Popen(pinned(cpus, cmd),
-                                     stdin=subprocess.DEVNULL,
-                                     stdout=self._log,
-                                     stderr=subprocess.STDOUT,
-                                     cwd=self.dir, start_new_session=True)
-        if not wait_port(self.port, self.proc):
-            code = self.proc.poll()
-            self.stop()
-            why = "exited with %s" % code if code is not None \
-                else "not listening after 10 s"
-            tail = _tail(out)
-            raise ServerFailed(why + (": " + tail if tail else ""))
+        self.launch(cmd, cpus)
 
 
 def _plan():
