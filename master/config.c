@@ -101,6 +101,7 @@ static const struct range {
 	{ "send_timeout",	 U_TIME, 1, DAY },
 	{ "lingering_timeout",	 U_TIME, 1, DAY },
 	{ "file_cache_valid",	 U_TIME, 0, DAY },
+	{ "file_cache_inactive", U_TIME, 1 * SEC, DAY },
 	{ "worker_shutdown_timeout", U_TIME, 0, DAY },
 	{ "cache|size",		 U_SIZE, 0, 64 * GB },
 	{ "cache|stripes",	 U_COUNT, 1, 4096 },
@@ -209,6 +210,7 @@ static cfg_opt_t opts[] = {
 
 	CFG_INT_CB("file_cache_entries", 1024, CFGF_NONE, cb_count),
 	CFG_INT_CB("file_cache_valid", 1 * SEC, CFGF_NONE, cb_time),
+	CFG_INT_CB("file_cache_inactive", 60 * SEC, CFGF_NONE, cb_time),
 	CFG_INT_CB("file_cache_max_size", 64 * KB, CFGF_NONE, cb_size),
 
 	CFG_SEC("cache", cache_opts, CFGF_NONE),
@@ -1340,6 +1342,7 @@ build(cfg_t *cfg, struct config *cf)
 
 	cf->file_cache_entries = cfg_getint(cfg, "file_cache_entries");
 	cf->file_cache_valid_ms = cfg_getint(cfg, "file_cache_valid");
+	cf->file_cache_inactive_ms = cfg_getint(cfg, "file_cache_inactive");
 	cf->file_cache_max_size = cfg_getint(cfg, "file_cache_max_size");
 
 	build_cache(cfg_getsec(cfg, "cache"), &cf->cache);

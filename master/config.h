@@ -128,6 +128,7 @@ struct config {
 	/* Per-worker open-file cache. */
 	size_t file_cache_entries;
 	int file_cache_valid_ms;
+	int file_cache_inactive_ms;	/* unused this long: closed */
 	size_t file_cache_max_size;	/* files up to this are kept in memory */
 
 	struct config_cache cache;

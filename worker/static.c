@@ -54,6 +54,7 @@ struct fentry {
 	dev_t dev;
 	ino_t ino;
 	uint64_t checked_ms;
+	uint64_t used_ms;		/* last asked for */
 	char *data;
 	const char *type;
 	size_t etag_len;
@@ -175,6 +176,21 @@ fcache_insert(struct fcache *fc, struct fentry *fe)
 	fe->cached = true;
 	fe->refs++;
 	fc->count++;
+}
+
+/*
+ * Drops the entries nobody asked for in file_cache_inactive, so a worker
+ * does not keep a deleted file's descriptor (and its disk space) for good.
+ * The LRU list is in order of use: only expired entries are looked at.
+ */
+void
+fcache_expire(struct fcache *fc)
+{
+	uint64_t inactive = (uint64_t)fc->cf->file_cache_inactive_ms;
+
+	while (fc->lru_tail != NULL &&
+	    worker.now_ms - fc->lru_tail->used_ms >= inactive)
+		fcache_remove(fc, fc->lru_tail);
 }
 
 void
@@ -405,7 +421,7 @@ fentry_open(struct fcache *fc, size_t srv, const char *path, size_t len,
 	fe->srv = srv;
 	fe->keylen = len;
 	memcpy(fe->key, path, len);
-	fe->checked_ms = worker.now_ms;
+	fe->checked_ms = fe->used_ms = worker.now_ms;
 	fe->refs = 1;
 
 	/* "/a/b" opens "a/b" below the root; "/" opens the root itself. */
@@ -455,24 +471,24 @@ fcache_get(struct fcache *fc, size_t srv, const char *path, size_t len)
 		    memcmp(fe->key, path, len) == 0)
 			break;
 	if (fe != NULL) {
-		if (worker.now_ms - fe->checked_ms <
+		if (worker.now_ms - fe->checked_ms >=
 		    (uint64_t)fc->cf->file_cache_valid_ms) {
-			lru_unlink(fc, fe);
-			lru_push(fc, fe);
-			fe->refs++;
-			return fe;
-		}
-		if (fentry_still_valid(fe)) {
+			if (!fentry_still_valid(fe)) {
+				/* The old version's bytes are of no use to
+				 * anyone now. */
+				if (fe->shared)
+					store_delete(worker.store, fe->skey,
+					    fe->skeylen);
+				fcache_remove(fc, fe);
+				return fentry_open(fc, srv, path, len, hash);
+			}
 			fe->checked_ms = worker.now_ms;
-			lru_unlink(fc, fe);
-			lru_push(fc, fe);
-			fe->refs++;
-			return fe;
 		}
-		/* The old version's bytes are of no use to anyone now. */
-		if (fe->shared)
-			store_delete(worker.store, fe->skey, fe->skeylen);
-		fcache_remove(fc, fe);
+		fe->used_ms = worker.now_ms;
+		lru_unlink(fc, fe);
+		lru_push(fc, fe);
+		fe->refs++;
+		return fe;
 	}
 	return fentry_open(fc, srv, path, len, hash);
 }

@@ -36,6 +36,9 @@ struct fentry;
 struct fcache *fcache_create(const struct config *cf);
 void fcache_destroy(struct fcache *fc);
 
+/* Closes the files unused for file_cache_inactive; once a second. */
+void fcache_expire(struct fcache *fc);
+
 /* Takes and drops references for queued responses. */
 void fentry_ref(struct fentry *fe);
 void fentry_release(struct fentry *fe);

@@ -169,6 +169,7 @@ tick_cb(evutil_socket_t fd, short what, void *arg)
 {
 	worker_update_time();
 	access_log_flush();
+	fcache_expire(worker.fcache);
 }
 
 static struct event *signal_evs[4];

@@ -59,6 +59,33 @@ class StaticFileTest(CorralTestCase):
                      5, 0.05)
         self.assertTrue(r, 'deleted file still served after 5 s')
 
+    def test_unused_file_closed_after_file_cache_inactive(self):
+        def holders(path):
+            out = []
+            for pid in c.workers():
+                for fd in os.listdir('/proc/%d/fd' % pid):
+                    try:
+                        link = os.readlink('/proc/%d/fd/%s' % (pid, fd))
+                    except OSError:
+                        continue
+                    if link.startswith(path):
+                        out.append(link)
+            return out
+
+        # Over cache.file_max, so the worker keeps the file open to
+        # sendfile from it.
+        c = self.start(workers=1, file_cache_inactive='1s',
+                       file_cache_valid='1d')
+        path = c.write('big.bin', b'b' * (2 * 1024 * 1024))
+        self.assertEqual(len(c.get('/big.bin').body), 2 * 1024 * 1024)
+        self.assertEqual(holders(path), [path])
+        os.unlink(path)
+        self.assertEqual(holders(path), [path + ' (deleted)'])
+        self.assertEqual(wait_for(lambda: holders(path), lambda h: h == [],
+                                  5, 0.1), [],
+                         'deleted file still held after 5 s')
+        self.assertEqual(c.get('/big.bin').status, 404)
+
     def test_content_types(self):
         c = self.start()
         cases = [('style.css', 'text/css; charset=utf-8'),

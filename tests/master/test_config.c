@@ -187,6 +187,7 @@ Test(config, minimal_config_gets_every_default)
 	cr_expect_eq(cf->max_ranges, 16);
 	cr_expect_eq(cf->file_cache_entries, 1024);
 	cr_expect_eq(cf->file_cache_valid_ms, 1000);
+	cr_expect_eq(cf->file_cache_inactive_ms, 60000);
 	cr_expect_eq(cf->file_cache_max_size, 65536);
 
 	cr_assert_eq(cf->nservers, 1);
@@ -227,6 +228,7 @@ Test(config, every_directive_is_read)
 	    "max_ranges = 1\n"
 	    "file_cache_entries = 0\n"
 	    "file_cache_valid = 0\n"
+	    "file_cache_inactive = 5s\n"
 	    "file_cache_max_size = 1m\n"
 	    "server {\n"
 	    "\tnames = {example.com, www.example.com}\n"
@@ -264,6 +266,7 @@ Test(config, every_directive_is_read)
 	cr_expect_eq(cf->max_ranges, 1);
 	cr_expect_eq(cf->file_cache_entries, 0);
 	cr_expect_eq(cf->file_cache_valid_ms, 0);
+	cr_expect_eq(cf->file_cache_inactive_ms, 5000);
 	cr_expect_eq(cf->file_cache_max_size, 1048576);
 	cr_assert_eq(s->nnames, 2);
 	cr_expect_str_eq(s->names[0], "example.com");
