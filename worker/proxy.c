@@ -1420,6 +1420,21 @@ mark_pass(struct proxy *px)
 	store_set(worker.store, px->key, px->klen, &co, sizeof(co), ttl, 0);
 }
 
+/*
+ * The response will not be stored: the URL goes hit-for-pass, and the
+ * lease is let go now, so its waiters fetch for themselves at once rather
+ * than after the whole body streamed by.
+ */
+static void
+cache_pass(struct proxy *px)
+{
+	mark_pass(px);
+	if (px->lease) {
+		px->lease = false;
+		store_lease_release(worker.store, px->lkey, px->lklen);
+	}
+}
+
 static bool
 store_fields(struct proxy *px, const struct http_response *r)
 {
@@ -1478,7 +1493,7 @@ cache_decide(struct proxy *px)
 	    (!px->cached && !cc.public_ && cc.s_maxage < 0 &&
 	    !cc.must_revalidate) ||
 	    !vary_names(r, names, sizeof(names), &nlen)) {
-		mark_pass(px);
+		cache_pass(px);
 		return;
 	}
 	if (r->framing == HTTP_BODY_LENGTH &&
@@ -1488,6 +1503,7 @@ cache_decide(struct proxy *px)
 		/* Counted by the store as too large; streamed only. */
 		store_reserve(worker.store, px->okey, px->oklen,
 		    (size_t)r->content_length, 1, 0, &w);
+		cache_pass(px);
 		return;
 	}
 	if (r->age.p != NULL)
@@ -1531,9 +1547,11 @@ cache_drop(struct proxy *px, size_t want)
 {
 	struct store_wref w;
 
-	if (want > worker.cf->cache.max_object)
+	if (want > worker.cf->cache.max_object) {
 		store_reserve(worker.store, px->okey, px->oklen, want, 1, 0,
 		    &w);
+		cache_pass(px);
+	}
 	free(px->cbuf);
 	px->cbuf = NULL;
 	px->csize = 0;
@@ -1668,7 +1686,7 @@ proxy_start(struct conn *c, const struct config_location *l,
 		return 0;
 	}
 	px->peer = peer_pick(px->up);
-	px->head_get = r->method == HTTP_M_HEAD && px->fill;
+	px->head_get = r->method == HTTP_M_HEAD && px->cached && px->fill;
 	if (!build_request(px, r)) {
 		px_release(px, false);
 		return -1;
@@ -1777,6 +1795,13 @@ px_fail(struct proxy *px, int status, bool peer_fault, const char *fmt, ...)
 	    CACHE_STALE_TIMEOUT : CACHE_STALE_ERROR) &&
 	    cache_serve_stale(px, XC_STALE)) {
 		px_answered(px);
+		return;
+	}
+	if (px->state == PX_BODY && px->head_get) {
+		/* The HEAD's answer is whole: only the fill is lost. */
+		resp_done(c, px->status, 0);
+		px_release(px, false);
+		conn_proxy_done(c);
 		return;
 	}
 	if (px->state == PX_BODY) {
@@ -2055,8 +2080,12 @@ px_header(struct proxy *px)
 		return -1;
 	px_send_header(px);
 	if (px->head_get && !px->storing) {
-		/* The HEAD is answered, and no one wants the body. */
-		px_finish(px, false);
+		/* The HEAD is answered, and no one wants the body: the
+		 * connection is kept only when there is none. */
+		px_finish(px, px->rlen == (size_t)n &&
+		    (px->resp.framing == HTTP_BODY_NONE ||
+		    (px->resp.framing == HTTP_BODY_LENGTH &&
+		    px->resp.content_length == 0)));
 		return -1;
 	}
 	px->rlen -= (size_t)n;
