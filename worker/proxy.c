@@ -1236,7 +1236,10 @@ save_cond(struct proxy *px)
 	size_t n = 0;
 
 	cond_keep(px, r->if_none_match, &px->inm, &n);
-	cond_keep(px, r->if_modified_since, &px->ims, &n);
+	/* If-None-Match overrides If-Modified-Since (RFC 9110 13.1.3): when
+	 * it is too long to keep, neither may answer 304. */
+	cond_keep(px, r->if_none_match.p == NULL ? r->if_modified_since :
+	    (struct span){ NULL, 0 }, &px->ims, &n);
 	cond_keep(px, r->if_range, &px->if_range, &n);
 	cond_keep(px, r->range, &px->range, &n);
 	/* A Range without its If-Range would be answered wrongly. */

@@ -665,6 +665,13 @@ class CacheRulesTest(ProxyCacheCase):
         self.assertEqual(r.status, 304)
         r = self.fetch(c, '/api/c', headers=[('If-None-Match', '"zz"')])
         self.assertCache(r, 'HIT', b'cond')
+        # If-None-Match wins over If-Modified-Since, even when it is too
+        # long for the cache to keep: then neither answers 304.
+        many = ', '.join('"etag-%04d"' % i for i in range(150))
+        r = self.fetch(c, '/api/c', headers=[
+            ('If-None-Match', many),
+            ('If-Modified-Since', 'Mon, 02 Nov 2026 10:00:00 GMT')])
+        self.assertCache(r, 'HIT', b'cond')
         self.assertEqual(o.count('/api/c'), 1)
         self.assertNotIn('if-none-match',
                          [k.lower() for k, v in o.last()['headers']])
