@@ -94,6 +94,8 @@ static const struct range {
 	{ "max_headers",	 U_COUNT, 1, 1000 },
 	{ "keepalive_requests",	 U_COUNT, 0, 1000000000 },
 	{ "max_ranges",		 U_COUNT, 1, 1000 },
+	{ "gzip_min_length",	 U_SIZE, 0, GB },
+	{ "gzip_comp_level",	 U_COUNT, 1, 9 },
 	{ "file_cache_entries",	 U_COUNT, 0, 1000000 },
 	{ "keepalive_timeout",	 U_TIME, 0, DAY },
 	{ "header_timeout",	 U_TIME, 1, DAY },
@@ -207,6 +209,13 @@ static cfg_opt_t opts[] = {
 	CFG_STR("mime_types", "mime.types", CFGF_NONE),
 	CFG_STR("default_type", "application/octet-stream", CFGF_NONE),
 	CFG_INT_CB("max_ranges", 16, CFGF_NONE, cb_count),
+	CFG_BOOL("gzip", cfg_false, CFGF_NONE),
+	CFG_STR_LIST("gzip_types", "{\"text/html\", \"text/css\", "
+	    "\"text/plain\", \"text/xml\", \"text/javascript\", "
+	    "\"application/javascript\", \"application/json\", "
+	    "\"application/xml\", \"image/svg+xml\"}", CFGF_NONE),
+	CFG_INT_CB("gzip_min_length", 256, CFGF_NONE, cb_size),
+	CFG_INT_CB("gzip_comp_level", 6, CFGF_NONE, cb_count),
 
 	CFG_INT_CB("file_cache_entries", 1024, CFGF_NONE, cb_count),
 	CFG_INT_CB("file_cache_valid", 1 * SEC, CFGF_NONE, cb_time),
@@ -770,6 +779,25 @@ validate_mime_type(cfg_t *cfg, cfg_opt_t *opt)
 	return -1;
 }
 
+static int
+validate_mime_types(cfg_t *cfg, cfg_opt_t *opt)
+{
+	const char *s;
+	size_t i, n;
+
+	for (i = 0; i < cfg_opt_size(opt); i++) {
+		s = cfg_opt_getnstr(opt, (unsigned)i);
+		n = strspn(s, TOKEN_CHARS);
+		if (n == 0 || s[n] != '/' || s[n + 1] == '\0' ||
+		    strspn(s + n + 1, TOKEN_CHARS) != strlen(s + n + 1)) {
+			cfg_error(cfg, "%s \"%s\" is not a media type like "
+			    "\"text/html\"", opt->name, s);
+			return -1;
+		}
+	}
+	return 0;
+}
+
 static bool
 same_address(const struct config_listen *a, const struct config_listen *b)
 {
@@ -916,6 +944,7 @@ static const struct {
 	{ "listen",		validate_listen },
 	{ "mime_types",		validate_nonempty },
 	{ "default_type",	validate_mime_type },
+	{ "gzip_types",		validate_mime_types },
 	{ "server",		validate_server },
 	{ "cache|stripes",	validate_stripes },
 	{ "server|access_log",	validate_nonempty },
@@ -1339,6 +1368,10 @@ build(cfg_t *cfg, struct config *cf)
 	cf->mime_types = copy_path(cfg_getstr(cfg, "mime_types"), NULL);
 	cf->default_type = copy(cfg_getstr(cfg, "default_type"));
 	cf->max_ranges = cfg_getint(cfg, "max_ranges");
+	cf->gzip = cfg_getbool(cfg, "gzip");
+	cf->gzip_types = copy_list(cfg, "gzip_types", &cf->ngzip_types);
+	cf->gzip_min_length = cfg_getint(cfg, "gzip_min_length");
+	cf->gzip_comp_level = cfg_getint(cfg, "gzip_comp_level");
 
 	cf->file_cache_entries = cfg_getint(cfg, "file_cache_entries");
 	cf->file_cache_valid_ms = cfg_getint(cfg, "file_cache_valid");
@@ -1449,6 +1482,7 @@ config_free(struct config *cf)
 	free(cf->group);
 	free(cf->mime_types);
 	free(cf->default_type);
+	free_list(cf->gzip_types, cf->ngzip_types);
 	free(cf->cache.path);
 	free(cf);
 }

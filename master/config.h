@@ -124,6 +124,11 @@ struct config {
 	char *mime_types;		/* absolute path */
 	char *default_type;
 	int max_ranges;			/* more ranges get the whole body */
+	bool gzip;			/* compress files of gzip_types */
+	char **gzip_types;
+	size_t ngzip_types;
+	uint64_t gzip_min_length;
+	int gzip_comp_level;
 
 	/* Per-worker open-file cache. */
 	size_t file_cache_entries;

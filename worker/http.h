@@ -183,6 +183,12 @@ bool http_if_range(const struct http_request *r, const char *etag,
 bool http_etag_match(const char *list, size_t len, const char *etag,
     size_t etaglen, bool weak);
 
+/*
+ * Whether an Accept-Encoding value accepts gzip (RFC 9110 section 12.5.3):
+ * gzip or x-gzip, or "*", with a weight above 0.
+ */
+bool http_accepts_gzip(struct span v);
+
 /* The reason phrase for a status code, "Unknown" if none. */
 const char *http_reason(int status);
 

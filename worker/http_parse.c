@@ -837,6 +837,48 @@ http_host_check(const char *p, size_t len)
 	return port > 65535 ? -1 : (ssize_t)i;
 }
 
+/* A weight ("q=0.5") of zero: "0", "0.", "0.0" up to "0.000". */
+static bool
+weight_zero(struct span e)
+{
+	const char *p = e.p, *end = e.p + e.len, *semi;
+
+	while ((semi = memchr(p, ';', (size_t)(end - p))) != NULL) {
+		p = http_skip_ows(semi + 1, end);
+		if (end - p >= 2 && (p[0] == 'q' || p[0] == 'Q') &&
+		    p[1] == '=') {
+			p += 2;
+			if (p == end || *p != '0')
+				return false;
+			for (p++; p < end && (*p == '.' || *p == '0'); p++)
+				;
+			return p == end || *p == ';' || IS(*p, C_WS);
+		}
+	}
+	return false;
+}
+
+bool
+http_accepts_gzip(struct span v)
+{
+	const char *p = v.p, *end = v.p + v.len;
+	int gzip = -1, star = -1;
+	struct span e, name;
+
+	if (v.p == NULL)
+		return false;
+	while (http_list_next(&p, end, &e)) {
+		name.p = e.p;
+		name.len = http_token_len(e);
+		if (name.len == 1 && name.p[0] == '*')
+			star = !weight_zero(e);
+		else if ((name.len == 4 && http_ieq(name.p, "gzip", 4)) ||
+		    (name.len == 6 && http_ieq(name.p, "x-gzip", 6)))
+			gzip = !weight_zero(e);
+	}
+	return gzip == 1 || (gzip == -1 && star == 1);
+}
+
 /* Every status corral names, with its reason phrase. */
 #define HTTP_STATUSES \
 	S(100, "Continue") \

@@ -20,10 +20,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 #include <xxhash.h>
+#include <zlib.h>
 
 #ifdef HAVE_LINUX_OPENAT2_H
 #include <linux/openat2.h>
@@ -47,8 +49,10 @@ struct fentry {
 	int fd;				/* -1 when data or the store holds
 					   the bytes */
 	bool shared;			/* bytes in the shared store */
+	bool gz;			/* may be sent gzipped */
 	uint16_t skeylen;
 	char *skey;			/* store key when shared */
+	char *gkey;			/* and of its gzipped copy, when gz */
 	off_t size;
 	time_t mtime;
 	dev_t dev;
@@ -61,6 +65,10 @@ struct fentry {
 	char etag[48];
 	char *hdr;			/* Content-Type .. Accept-Ranges */
 	size_t hdr_len;
+	char *ghdr;			/* the same for the gzipped copy */
+	size_t ghdr_len;
+	size_t getag_len;
+	char getag[56];
 	size_t srv;
 	size_t keylen;
 	char key[];
@@ -102,7 +110,9 @@ fentry_free(struct fentry *fe)
 		close(fe->fd);
 	free(fe->data);
 	free(fe->hdr);
+	free(fe->ghdr);
 	free(fe->skey);
+	free(fe->gkey);
 	free(fe);
 }
 
@@ -321,6 +331,7 @@ read_all(int fd, char *buf, size_t size)
 static bool
 fentry_headers(struct fentry *fe)
 {
+	const char *vary = fe->gz ? "Vary: Accept-Encoding\r\n" : "";
 	char lm[HTTP_DATE_LEN + 1];
 	int n;
 
@@ -329,18 +340,35 @@ fentry_headers(struct fentry *fe)
 	    (unsigned long long)fe->size);
 	http_date_format(fe->mtime, lm);
 	n = snprintf(NULL, 0, "Content-Type: %s\r\nLast-Modified: %s\r\n"
-	    "ETag: %s\r\nAccept-Ranges: bytes\r\n", fe->type, lm, fe->etag);
+	    "ETag: %s\r\nAccept-Ranges: bytes\r\n%s", fe->type, lm, fe->etag,
+	    vary);
 	fe->hdr = malloc((size_t)n + 1);
 	if (fe->hdr == NULL)
 		return false;
 	snprintf(fe->hdr, (size_t)n + 1, "Content-Type: %s\r\n"
-	    "Last-Modified: %s\r\nETag: %s\r\nAccept-Ranges: bytes\r\n",
-	    fe->type, lm, fe->etag);
+	    "Last-Modified: %s\r\nETag: %s\r\nAccept-Ranges: bytes\r\n%s",
+	    fe->type, lm, fe->etag, vary);
 	fe->hdr_len = (size_t)n;
+	if (!fe->gz)
+		return true;
+	/* Another representation, so another strong validator. */
+	fe->getag_len = (size_t)snprintf(fe->getag, sizeof(fe->getag),
+	    "\"%llx-%llx-gz\"", (unsigned long long)fe->mtime,
+	    (unsigned long long)fe->size);
+	n = snprintf(NULL, 0, "Content-Type: %s\r\nLast-Modified: %s\r\n"
+	    "ETag: %s\r\nContent-Encoding: gzip\r\n%s", fe->type, lm,
+	    fe->getag, vary);
+	fe->ghdr = malloc((size_t)n + 1);
+	if (fe->ghdr == NULL)
+		return false;
+	snprintf(fe->ghdr, (size_t)n + 1, "Content-Type: %s\r\n"
+	    "Last-Modified: %s\r\nETag: %s\r\nContent-Encoding: gzip\r\n%s",
+	    fe->type, lm, fe->getag, vary);
+	fe->ghdr_len = (size_t)n;
 	return true;
 }
 
-/* Binary store key: 'F', server, file identity, then the path. */
+/* Binary store keys: 'F' (and 'G' for gzip), server, file identity, path. */
 static bool
 fentry_store_key(struct fentry *fe)
 {
@@ -354,7 +382,24 @@ fentry_store_key(struct fentry *fe)
 	memcpy(fe->skey + 1, id, sizeof(id));
 	memcpy(fe->skey + 1 + sizeof(id), fe->key, fe->keylen);
 	fe->skeylen = (uint16_t)n;
+	if (fe->gz && (fe->gkey = malloc(n)) != NULL) {
+		memcpy(fe->gkey, fe->skey, n);
+		fe->gkey[0] = 'G';
+	}
 	return true;
+}
+
+/* Whether a media type ("text/html; charset=utf-8") is in gzip_types. */
+static bool
+gzip_type(const struct config *cf, const char *type)
+{
+	size_t n = strcspn(type, "; ");
+
+	for (size_t i = 0; i < cf->ngzip_types; i++)
+		if (strlen(cf->gzip_types[i]) == n &&
+		    strncasecmp(cf->gzip_types[i], type, n) == 0)
+			return true;
+	return false;
 }
 
 /* Fills an entry from an open descriptor. */
@@ -381,6 +426,12 @@ fentry_load(struct fcache *fc, struct fentry *fe, int fd,
 	fe->type = mime_lookup(rt->mime, fe->key, fe->keylen);
 	if (fe->type == NULL)
 		fe->type = fc->cf->default_type;
+	/* Compressed once into the store, for every worker. */
+	fe->gz = fc->cf->gzip && worker.store != NULL &&
+	    (uint64_t)fe->size >= fc->cf->gzip_min_length && fe->size > 0 &&
+	    (uint64_t)fe->size <= fc->cf->cache.file_max &&
+	    (uint64_t)fe->size <= fc->cf->cache.max_object &&
+	    gzip_type(fc->cf, fe->type);
 	if (!fentry_headers(fe)) {
 		fe->err = ENOMEM;
 		close(fd);
@@ -478,6 +529,9 @@ fcache_get(struct fcache *fc, size_t srv, const char *path, size_t len)
 				 * anyone now. */
 				if (fe->shared)
 					store_delete(worker.store, fe->skey,
+					    fe->skeylen);
+				if (fe->gkey != NULL)
+					store_delete(worker.store, fe->gkey,
 					    fe->skeylen);
 				fcache_remove(fc, fe);
 				return fentry_open(fc, srv, path, len, hash);
@@ -611,6 +665,128 @@ send_part(struct conn *c, void *arg, uint64_t off, uint64_t len)
 	send_body(c, arg, (off_t)off, (off_t)len);
 }
 
+/* gzip (RFC 1952) of len bytes at p into a new buffer; NULL on failure. */
+static char *
+gzip_bytes(const char *p, size_t len, int level, size_t *outlen)
+{
+	z_stream z;
+	char *out;
+	size_t room;
+
+	memset(&z, 0, sizeof(z));
+	/* 15 + 16: a 32 KB window with the gzip wrapper. */
+	if (deflateInit2(&z, level, Z_DEFLATED, 15 + 16, 8,
+	    Z_DEFAULT_STRATEGY) != Z_OK)
+		return NULL;
+	room = deflateBound(&z, (uLong)len);
+	if ((out = malloc(room)) == NULL) {
+		deflateEnd(&z);
+		return NULL;
+	}
+	z.next_in = (Bytef *)(uintptr_t)p;
+	z.avail_in = (uInt)len;
+	z.next_out = (Bytef *)out;
+	z.avail_out = (uInt)room;
+	if (deflate(&z, Z_FINISH) != Z_STREAM_END) {
+		deflateEnd(&z);
+		free(out);
+		return NULL;
+	}
+	*outlen = z.total_out;
+	deflateEnd(&z);
+	return out;
+}
+
+/*
+ * Compresses the file into the store under its 'G' key, once for all
+ * workers: the store's lease picks one compressor, and a request that
+ * finds another one at work is answered uncompressed meanwhile.  A file
+ * that does not shrink is stored as an empty value: never gzipped.
+ */
+static void
+gzip_fill(struct fentry *fe)
+{
+	struct store *s = worker.store;
+	struct store_ref src, l;
+	enum store_result lr;
+	char *gz = NULL;
+	size_t glen = 0;
+
+	lr = store_lookup(s, fe->gkey, fe->skeylen, &l);
+	if (lr == STORE_HIT || lr == STORE_STALE_LEASE ||
+	    lr == STORE_STALE_WAIT)
+		store_release(s, &l);
+	if (lr != STORE_LEASE && lr != STORE_STALE_LEASE)
+		return;
+	if ((store_get(s, fe->skey, fe->skeylen, &src) == STORE_HIT ||
+	    (store_fill(fe) && store_get(s, fe->skey, fe->skeylen, &src) ==
+	    STORE_HIT))) {
+		if (src.len == (size_t)fe->size)
+			gz = gzip_bytes(src.data, src.len,
+			    worker.cf->gzip_comp_level, &glen);
+		store_release(s, &src);
+	}
+	if (gz == NULL) {
+		store_lease_release(s, fe->gkey, fe->skeylen);
+		return;
+	}
+	if (glen >= (size_t)fe->size)
+		glen = 0;
+	if (store_set(s, fe->gkey, fe->skeylen, gz, glen, 0, 0) != STORE_OK)
+		store_lease_release(s, fe->gkey, fe->skeylen);
+	free(gz);
+}
+
+/* Answers with the gzipped copy; false to answer uncompressed instead. */
+static bool
+serve_gzip(struct conn *c, struct fentry *fe)
+{
+	const struct http_request *r = conn_req(c);
+	struct store_ref ref;
+	struct pin *pin;
+	size_t len;
+
+	if (store_get(worker.store, fe->gkey, fe->skeylen, &ref) != STORE_HIT) {
+		gzip_fill(fe);
+		if (store_get(worker.store, fe->gkey, fe->skeylen, &ref) !=
+		    STORE_HIT)
+			return false;
+	}
+	if ((len = ref.len) == 0) {
+		store_release(worker.store, &ref);	/* does not shrink */
+		return false;
+	}
+	switch (http_conditional(r, fe->getag, fe->getag_len, fe->mtime)) {
+	case 304:
+		store_release(worker.store, &ref);
+		resp_status(c, 304);
+		/* Everything but Content-Type, as for the file itself. */
+		resp_header(c, strchr(fe->ghdr, '\n') + 1, fe->ghdr_len -
+		    (size_t)(strchr(fe->ghdr, '\n') + 1 - fe->ghdr));
+		resp_end_headers(c, -1);
+		resp_done(c, 304, 0);
+		return true;
+	case 412:
+		store_release(worker.store, &ref);
+		resp_error(c, 412);
+		return true;
+	}
+	resp_status(c, 200);
+	resp_header(c, fe->ghdr, fe->ghdr_len);
+	resp_end_headers(c, (int64_t)len);
+	if (resp_is_head(c)) {
+		store_release(worker.store, &ref);
+	} else if ((pin = pin_take(&ref)) != NULL) {
+		resp_body_pin(c, pin, 0, len);
+		pin_put(pin);
+	} else {
+		resp_body_copy(c, ref.data, len);
+		store_release(worker.store, &ref);
+	}
+	resp_done(c, 200, resp_is_head(c) ? 0 : len);
+	return true;
+}
+
 static void
 serve_file(struct conn *c, struct fentry *fe)
 {
@@ -624,6 +800,11 @@ serve_file(struct conn *c, struct fentry *fe)
 		.part = send_part, .arg = fe,
 	};
 
+	/* Ranges address the file's own bytes: they are answered plain. */
+	if (fe->gz && fe->gkey != NULL && r->range.p == NULL &&
+	    http_accepts_gzip(http_header_get(r, "Accept-Encoding")) &&
+	    serve_gzip(c, fe))
+		return;
 	switch (http_conditional(r, fe->etag, fe->etag_len, fe->mtime)) {
 	case 304:
 		serve_not_modified(c, fe);

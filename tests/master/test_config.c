@@ -189,6 +189,12 @@ Test(config, minimal_config_gets_every_default)
 	cr_expect_eq(cf->file_cache_valid_ms, 1000);
 	cr_expect_eq(cf->file_cache_inactive_ms, 60000);
 	cr_expect_eq(cf->file_cache_max_size, 65536);
+	cr_expect_not(cf->gzip);
+	cr_assert_eq(cf->ngzip_types, 9);
+	cr_expect_str_eq(cf->gzip_types[0], "text/html");
+	cr_expect_str_eq(cf->gzip_types[8], "image/svg+xml");
+	cr_expect_eq(cf->gzip_min_length, 256);
+	cr_expect_eq(cf->gzip_comp_level, 6);
 
 	cr_assert_eq(cf->nservers, 1);
 	cr_assert_eq(s->nnames, 1);
@@ -230,6 +236,10 @@ Test(config, every_directive_is_read)
 	    "file_cache_valid = 0\n"
 	    "file_cache_inactive = 5s\n"
 	    "file_cache_max_size = 1m\n"
+	    "gzip = on\n"
+	    "gzip_types = {text/css, \"application/wasm\"}\n"
+	    "gzip_min_length = 1k\n"
+	    "gzip_comp_level = 9\n"
 	    "server {\n"
 	    "\tnames = {example.com, www.example.com}\n"
 	    "\troot = htdocs\n"
@@ -268,6 +278,12 @@ Test(config, every_directive_is_read)
 	cr_expect_eq(cf->file_cache_valid_ms, 0);
 	cr_expect_eq(cf->file_cache_inactive_ms, 5000);
 	cr_expect_eq(cf->file_cache_max_size, 1048576);
+	cr_expect(cf->gzip);
+	cr_assert_eq(cf->ngzip_types, 2);
+	cr_expect_str_eq(cf->gzip_types[0], "text/css");
+	cr_expect_str_eq(cf->gzip_types[1], "application/wasm");
+	cr_expect_eq(cf->gzip_min_length, 1024);
+	cr_expect_eq(cf->gzip_comp_level, 9);
 	cr_assert_eq(s->nnames, 2);
 	cr_expect_str_eq(s->names[0], "example.com");
 	cr_expect_str_eq(s->names[1], "www.example.com");

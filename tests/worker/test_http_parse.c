@@ -907,6 +907,46 @@ Test(parse, reason)
 	cr_expect_str_eq(http_reason(-1), "Unknown");
 }
 
+Test(parse, accepts_gzip)
+{
+	static const struct {
+		const char *v;
+		bool want;
+	} t[] = {
+		{ "gzip", true },
+		{ "GZip", true },
+		{ "x-gzip", true },
+		{ "deflate, gzip;q=1.0, *;q=0.5", true },
+		{ "gzip;q=0.001", true },
+		{ "gzip ; q=0.5", true },
+		{ "br, gzip", true },
+		{ "*", true },
+		{ "identity", false },
+		{ "", false },
+		{ "gzip;q=0", false },
+		{ "gzip;q=0.0", false },
+		{ "gzip;q=0.000", false },
+		{ "gzip; q=0 , deflate", false },
+		{ "*;q=0", false },
+		{ "*, gzip;q=0", false },
+		{ "gzip;q=0, *", false },
+		{ "*;q=0.1, identity", true },
+		{ "gzipx", false },
+		{ "deflate", false },
+		{ "identity;q=1, *;q=0", false },
+	};
+	struct span v;
+
+	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+		v.p = t[i].v;
+		v.len = strlen(t[i].v);
+		cr_expect_eq(http_accepts_gzip(v), t[i].want, "'%s'", t[i].v);
+	}
+	v.p = NULL;
+	v.len = 0;
+	cr_expect_not(http_accepts_gzip(v));
+}
+
 /* Every status line agrees with http_reason; unknown codes have none. */
 Test(parse, status_line)
 {
