@@ -33,6 +33,7 @@
 #include "master/log.h"
 #include "shm/store.h"
 #include "worker/conn.h"
+#include "worker/gzip.h"
 #include "worker/http_lex.h"
 #include "worker/http_response.h"
 #include "worker/proxy.h"
@@ -89,9 +90,12 @@ struct cobj {
 	uint32_t etag_len;
 	uint32_t hlen;			/* header lines, or the Vary names */
 	uint64_t blen;
+	uint32_t flags;			/* CO_GZ */
+	uint32_t spare;
 };
 
 #define CO_MAGIC	0x63727270u
+#define CO_GZ		1		/* a gzip copy is kept under 'Z' key */
 #define CO_RESP		1
 #define CO_PASS		2		/* hit-for-pass marker */
 #define CO_VARY		3
@@ -139,6 +143,8 @@ struct proxy {
 	bool cached;			/* looked up in the cache */
 	bool fill;			/* the response may be stored */
 	bool head_get;			/* a HEAD fetched as GET, to fill */
+	bool gz;			/* a gzip copy is made at commit */
+	bool accept_gzip;		/* gzip on, and the client takes it */
 	bool lease;			/* this request fills the key */
 	bool stale;			/* a stale copy is there */
 	bool reval;			/* ask the upstream if it changed */
@@ -173,6 +179,9 @@ static unsigned wake_gen;
 static void px_read_cb(evutil_socket_t, short, void *);
 static void px_write_cb(evutil_socket_t, short, void *);
 static void cache_end(struct proxy *);
+static bool gz_wanted(const struct http_response *,
+    const struct http_cache_control *, size_t);
+static void gz_renew(const struct proxy *, const struct cobj *);
 static bool cache_cond_header(struct span);
 static bool cache_intercept(struct proxy *, size_t);
 
@@ -814,6 +823,51 @@ cache_not_modified(const struct proxy *px, const struct cobj *co,
 	    (time_t)co->mtime) == 304;
 }
 
+/* The key of a response's gzip copy: 'Z', then its own; 0: too long. */
+static size_t
+zkey_of(const char *key, size_t klen, char *z)
+{
+	if (klen + 1 > STORE_KEY_MAX)
+		return 0;
+	z[0] = 'Z';
+	memcpy(z + 1, key, klen);
+	return klen + 1;
+}
+
+/* Drops the URL's response and its gzip copy. */
+static enum store_result
+obj_delete(struct proxy *px)
+{
+	char z[STORE_KEY_MAX];
+	size_t zlen = zkey_of(px->key, px->klen, z);
+
+	if (zlen > 0)
+		store_delete(worker.store, z, zlen);
+	return store_delete(worker.store, px->key, px->klen);
+}
+
+/*
+ * The gzip copy of a response, when the client takes it and the copy is
+ * of the same fill (a refresh renews both): pinned into *zref, *zco.
+ */
+static bool
+gz_get(const struct proxy *px, const struct cobj *co,
+    struct store_ref *zref, struct cobj *zco)
+{
+	char z[STORE_KEY_MAX];
+	size_t zlen;
+
+	if (!(co->flags & CO_GZ) || !px->accept_gzip || px->range.p != NULL ||
+	    (zlen = zkey_of(px->okey, px->oklen, z)) == 0 ||
+	    store_get(worker.store, z, zlen, zref) != STORE_HIT)
+		return false;
+	if (cobj_read(zref, zco) && zco->kind == CO_RESP &&
+	    zco->born == co->born && zco->fresh_until == co->fresh_until)
+		return true;
+	store_release(worker.store, zref);
+	return false;
+}
+
 /* The body of a cached answer: a pinned value, or its bytes to copy. */
 struct hit_body {
 	struct pin *pin;
@@ -884,9 +938,29 @@ cache_range(struct proxy *px, const struct cobj *co, const char *etag,
 	return resp_range(px->c, &rq, &rep);
 }
 
+static void cache_send(struct proxy *, struct store_ref *, const struct cobj *,
+    enum xc);
+
 /* Answers from a pinned object, whose pin it takes over. */
 static void
 cache_answer(struct proxy *px, struct store_ref *ref, const struct cobj *co,
+    enum xc xc)
+{
+	struct store_ref zref;
+	struct cobj zco;
+
+	/* Compressed once, at the fill: send that copy to who takes it. */
+	if (gz_get(px, co, &zref, &zco)) {
+		store_release(worker.store, ref);
+		ref = &zref;
+		co = &zco;
+	}
+	cache_send(px, ref, co, xc);
+}
+
+/* Answers from a pinned object, whose pin it takes over. */
+static void
+cache_send(struct proxy *px, struct store_ref *ref, const struct cobj *co,
     enum xc xc)
 {
 	struct conn *c = px->c;
@@ -1205,8 +1279,7 @@ cache_purge(struct proxy *px)
 		resp_error(c, 403);
 		return;
 	}
-	if (!cache_key(px) ||
-	    store_delete(worker.store, px->key, px->klen) != STORE_OK) {
+	if (!cache_key(px) || obj_delete(px) != STORE_OK) {
 		resp_error(c, 404);
 		return;
 	}
@@ -1245,6 +1318,8 @@ save_cond(struct proxy *px)
 	/* A Range without its If-Range would be answered wrongly. */
 	if (r->if_range.p != NULL && px->if_range.p == NULL)
 		px->range.p = NULL;
+	px->accept_gzip = worker.cf->gzip &&
+	    http_accepts_gzip(http_header_get(r, "Accept-Encoding"));
 }
 
 /*
@@ -1479,11 +1554,12 @@ cache_decide(struct proxy *px)
 	int64_t life, age = 0;
 	bool explicit;
 
+	px->gz = false;
 	if (!cache_on(px) || px->klen == 0)
 		return;
 	if (unsafe_method(px->method)) {
 		if (r->status >= 200 && r->status < 400)
-			store_delete(worker.store, px->key, px->klen);
+			obj_delete(px);
 		return;
 	}
 	if (!px->fill)
@@ -1531,10 +1607,12 @@ cache_decide(struct proxy *px)
 	px->cttl = store_ttl(px, co->fresh_until);
 	if (nlen > 0 && !vary_spec(px, names, nlen, px->cttl))
 		return;
+	px->gz = gz_wanted(r, &cc, nlen);
 	px->clen = 0;
 	if (!cbuf_add(px, co, sizeof(*co)) ||
 	    !cbuf_add(px, r->etag.p, co->etag_len) ||
-	    !store_fields(px, r)) {
+	    !store_fields(px, r) ||
+	    (px->gz && !cbuf_add(px, "Vary: Accept-Encoding\r\n", 23))) {
 		free(px->cbuf);
 		px->cbuf = NULL;
 		px->csize = 0;
@@ -1542,6 +1620,98 @@ cache_decide(struct proxy *px)
 	}
 	co->hlen = (uint32_t)(px->clen - sizeof(*co) - co->etag_len);
 	px->storing = true;
+}
+
+/*
+ * Whether to keep a gzip copy too: a plain 200 of a gzip_types type that
+ * varies on nothing (the origin's own Vary means it chooses encodings)
+ * and allows transforming.
+ */
+static bool
+gz_wanted(const struct http_response *r, const struct http_cache_control *cc,
+    size_t nvary)
+{
+	struct span t;
+	size_t i = 0;
+
+	if (!worker.cf->gzip || nvary > 0 || r->status != 200 ||
+	    cc->no_transform ||
+	    http_response_header(r, "Content-Encoding", &i).p != NULL)
+		return false;
+	i = 0;
+	t = http_response_header(r, "Content-Type", &i);
+	return t.p != NULL && gzip_type(worker.cf, t.p, t.len);
+}
+
+/*
+ * Stores the gzip copy of the response in cbuf under its 'Z' key: the
+ * same header lines plus Content-Encoding, a validator of its own, the
+ * compressed body.  False when it is not worth it or cannot be done.
+ */
+static bool
+gz_store(struct proxy *px)
+{
+	static const char ce[] = "Content-Encoding: gzip\r\n";
+	const struct cobj *co = &px->co;
+	const char *etag = px->cbuf + sizeof(*co);
+	const char *lines = etag + co->etag_len, *body = lines + co->hlen;
+	const char *p, *nl, *end = body;
+	char z[STORE_KEY_MAX], *gz, *obj, *o;
+	size_t zlen, glen, elen = 0;
+	struct cobj zco = *co;
+	bool ok;
+
+	if (co->blen < worker.cf->gzip_min_length ||
+	    (zlen = zkey_of(px->okey, px->oklen, z)) == 0 ||
+	    (gz = gzip_bytes(worker.cf, body, co->blen, &glen)) == NULL)
+		return false;
+	if (glen >= co->blen) {
+		free(gz);
+		return false;
+	}
+	/* "x" becomes "x-gz" (W/ kept): another representation. */
+	if (co->etag_len >= 2 && etag[co->etag_len - 1] == '"')
+		elen = co->etag_len + 3;
+	/* The lines but ETag, then the new ETag line and Content-Encoding. */
+	if ((obj = malloc(sizeof(zco) + elen + co->hlen + 8 + elen +
+	    sizeof(ce) + glen)) == NULL) {
+		free(gz);
+		return false;
+	}
+	o = obj + sizeof(zco);
+	if (elen > 0) {
+		memcpy(o, etag, co->etag_len - 1);
+		memcpy(o + co->etag_len - 1, "-gz\"", 4);
+		o += elen;
+	}
+	for (p = lines; p < end; p = nl) {
+		nl = memchr(p, '\n', (size_t)(end - p));
+		nl = nl != NULL ? nl + 1 : end;
+		if ((size_t)(nl - p) > 5 && strncasecmp(p, "etag:", 5) == 0)
+			continue;
+		memcpy(o, p, (size_t)(nl - p));
+		o += nl - p;
+	}
+	if (elen > 0) {
+		memcpy(o, "ETag: ", 6);
+		memcpy(o + 6, obj + sizeof(zco), elen);
+		memcpy(o + 6 + elen, "\r\n", 2);
+		o += 6 + elen + 2;
+	}
+	memcpy(o, ce, sizeof(ce) - 1);
+	o += sizeof(ce) - 1;
+	zco.etag_len = (uint32_t)elen;
+	zco.hlen = (uint32_t)(o - obj - sizeof(zco) - elen);
+	zco.blen = glen;
+	zco.flags = 0;
+	memcpy(obj, &zco, sizeof(zco));
+	memcpy(o, gz, glen);
+	o += glen;
+	ok = store_set(worker.store, z, zlen, obj, (size_t)(o - obj),
+	    px->cttl, 0) == STORE_OK;
+	free(obj);
+	free(gz);
+	return ok;
 }
 
 /* Gives up storing: too large, or no memory. */
@@ -1604,6 +1774,9 @@ cache_commit(struct proxy *px)
 	px->storing = false;
 	px->co.blen = px->clen - sizeof(px->co) - px->co.etag_len -
 	    px->co.hlen;
+	/* The one compression this response gets, for every worker. */
+	if (px->gz && gz_store(px))
+		px->co.flags |= CO_GZ;
 	memcpy(px->cbuf, &px->co, sizeof(px->co));
 	store_set(worker.store, px->okey, px->oklen, px->cbuf, px->clen,
 	    px->cttl, 0);
@@ -1639,11 +1812,41 @@ cache_refresh(struct proxy *px)
 	co.born = worker.now;
 	co.fresh_until = co.born + life;
 	memcpy(copy, &co, sizeof(co));
+	/* The gzip copy first: an answer takes it only when both match. */
+	if (co.flags & CO_GZ)
+		gz_renew(px, &co);
 	store_set(worker.store, px->okey, px->oklen, copy,
 	    sizeof(co) + co.etag_len + co.hlen + co.blen,
 	    store_ttl(px, co.fresh_until), 0);
 	free(copy);
 	return cache_serve_stale(px, XC_EXPIRED);
+}
+
+/* Gives the gzip copy the freshness its response just got. */
+static void
+gz_renew(const struct proxy *px, const struct cobj *co)
+{
+	char z[STORE_KEY_MAX], *copy;
+	struct store_ref ref;
+	struct cobj zco;
+	size_t zlen, len;
+
+	if ((zlen = zkey_of(px->okey, px->oklen, z)) == 0 ||
+	    store_get(worker.store, z, zlen, &ref) != STORE_HIT)
+		return;
+	len = ref.len;
+	if (!cobj_read(&ref, &zco) || (copy = malloc(len)) == NULL) {
+		store_release(worker.store, &ref);
+		return;
+	}
+	memcpy(copy, ref.data, len);
+	store_release(worker.store, &ref);
+	zco.born = co->born;
+	zco.fresh_until = co->fresh_until;
+	memcpy(copy, &zco, sizeof(zco));
+	store_set(worker.store, z, zlen, copy, len,
+	    store_ttl(px, zco.fresh_until), 0);
+	free(copy);
 }
 
 int
@@ -1682,6 +1885,7 @@ proxy_start(struct conn *c, const struct config_location *l,
 	px->paused = false;
 	px->status = 0;
 	px->sent = 0;
+	px->gz = px->accept_gzip = false;
 	px->wlen = px->wpos = 0;
 	px->rlen = px->scan = 0;
 	if ((lk = cache_start(px)) == LK_ANSWERED) {

@@ -20,12 +20,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 #include <xxhash.h>
-#include <zlib.h>
 
 #ifdef HAVE_LINUX_OPENAT2_H
 #include <linux/openat2.h>
@@ -35,6 +33,7 @@
 #include "master/log.h"
 #include "master/master.h"
 #include "worker/conn.h"
+#include "worker/gzip.h"
 #include "worker/static.h"
 #include "shm/store.h"
 
@@ -389,19 +388,6 @@ fentry_store_key(struct fentry *fe)
 	return true;
 }
 
-/* Whether a media type ("text/html; charset=utf-8") is in gzip_types. */
-static bool
-gzip_type(const struct config *cf, const char *type)
-{
-	size_t n = strcspn(type, "; ");
-
-	for (size_t i = 0; i < cf->ngzip_types; i++)
-		if (strlen(cf->gzip_types[i]) == n &&
-		    strncasecmp(cf->gzip_types[i], type, n) == 0)
-			return true;
-	return false;
-}
-
 /* Fills an entry from an open descriptor. */
 static void
 fentry_load(struct fcache *fc, struct fentry *fe, int fd,
@@ -431,7 +417,7 @@ fentry_load(struct fcache *fc, struct fentry *fe, int fd,
 	    (uint64_t)fe->size >= fc->cf->gzip_min_length && fe->size > 0 &&
 	    (uint64_t)fe->size <= fc->cf->cache.file_max &&
 	    (uint64_t)fe->size <= fc->cf->cache.max_object &&
-	    gzip_type(fc->cf, fe->type);
+	    gzip_type(fc->cf, fe->type, strlen(fe->type));
 	if (!fentry_headers(fe)) {
 		fe->err = ENOMEM;
 		close(fd);
@@ -665,38 +651,6 @@ send_part(struct conn *c, void *arg, uint64_t off, uint64_t len)
 	send_body(c, arg, (off_t)off, (off_t)len);
 }
 
-/* gzip (RFC 1952) of len bytes at p into a new buffer; NULL on failure. */
-static char *
-gzip_bytes(const char *p, size_t len, int level, size_t *outlen)
-{
-	z_stream z;
-	char *out;
-	size_t room;
-
-	memset(&z, 0, sizeof(z));
-	/* 15 + 16: a 32 KB window with the gzip wrapper. */
-	if (deflateInit2(&z, level, Z_DEFLATED, 15 + 16, 8,
-	    Z_DEFAULT_STRATEGY) != Z_OK)
-		return NULL;
-	room = deflateBound(&z, (uLong)len);
-	if ((out = malloc(room)) == NULL) {
-		deflateEnd(&z);
-		return NULL;
-	}
-	z.next_in = (Bytef *)(uintptr_t)p;
-	z.avail_in = (uInt)len;
-	z.next_out = (Bytef *)out;
-	z.avail_out = (uInt)room;
-	if (deflate(&z, Z_FINISH) != Z_STREAM_END) {
-		deflateEnd(&z);
-		free(out);
-		return NULL;
-	}
-	*outlen = z.total_out;
-	deflateEnd(&z);
-	return out;
-}
-
 /*
  * Compresses the file into the store under its 'G' key, once for all
  * workers: the store's lease picks one compressor, and a request that
@@ -722,8 +676,7 @@ gzip_fill(struct fentry *fe)
 	    (store_fill(fe) && store_get(s, fe->skey, fe->skeylen, &src) ==
 	    STORE_HIT))) {
 		if (src.len == (size_t)fe->size)
-			gz = gzip_bytes(src.data, src.len,
-			    worker.cf->gzip_comp_level, &glen);
+			gz = gzip_bytes(worker.cf, src.data, src.len, &glen);
 		store_release(s, &src);
 	}
 	if (gz == NULL) {

@@ -807,6 +807,14 @@ class CorralTestCase(unittest.TestCase):
         self.addCleanup(lambda: c.proc and c.stop())
         return c
 
+    def stats(self, c):
+        """The shared store's counters of server c (corral -s)."""
+        out = subprocess.run([BIN, '-s', '-c', c.conf_path],
+                             capture_output=True, text=True, timeout=10)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        return {k: int(v) for k, v in
+                (line.split() for line in out.stdout.splitlines())}
+
     def assertBody(self, resp, data, status=200):
         self.assertEqual(resp.status, status, resp)
         self.assertEqual(resp.header('Content-Length'), str(len(data)), resp)

@@ -25,13 +25,6 @@ def cache_section(path, **extra):
 
 class CacheTest(CorralTestCase):
 
-    def stats(self, c):
-        out = subprocess.run([BIN, '-s', '-c', c.conf_path],
-                             capture_output=True, text=True, timeout=10)
-        self.assertEqual(out.returncode, 0, out.stderr)
-        return {k: int(v) for k, v in
-                (line.split() for line in out.stdout.splitlines())}
-
     def start_cached(self, cache_extra=None, **kw):
         c = self.make(**kw)
         self.store = os.path.join(c.tmp, 'cache.store')

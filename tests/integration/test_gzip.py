@@ -27,13 +27,6 @@ class GzipTest(CorralTestCase):
         c.start()
         return c
 
-    def stats(self, c):
-        out = subprocess.run([BIN, '-s', '-c', c.conf_path],
-                             capture_output=True, text=True, timeout=10)
-        self.assertEqual(out.returncode, 0, out.stderr)
-        return {k: int(v) for k, v in
-                (line.split() for line in out.stdout.splitlines())}
-
     def assertGzipped(self, r, data):
         self.assertEqual(r.status, 200, r)
         self.assertEqual(r.header('Content-Encoding'), 'gzip', r)

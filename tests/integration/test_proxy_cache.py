@@ -6,6 +6,7 @@ expiry, revalidation, stale copies on upstream errors, what is never
 stored, Vary variants, PURGE, invalidation by unsafe methods,
 hit-for-pass, X-Cache and Age.  The origin is origin.py on a free port.
 """
+import gzip
 import os
 import signal
 import socket
@@ -51,13 +52,6 @@ class ProxyCacheCase(CorralTestCase):
             f.write(text)
         c.start()
         return c
-
-    def stats(self, c):
-        out = subprocess.run([BIN, '-s', '-c', c.conf_path],
-                             capture_output=True, text=True, timeout=10)
-        self.assertEqual(out.returncode, 0, out.stderr)
-        return {k: int(v) for k, v in
-                (line.split() for line in out.stdout.splitlines())}
 
     def fetch(self, c, path, method='GET', headers=()):
         return c.get(path, method=method, headers=headers)
@@ -742,6 +736,93 @@ class CacheRulesTest(ProxyCacheCase):
                          status=404)
         r = self.fetch(c, '/api/gone', headers=[('Range', 'bytes=0-1')])
         self.assertCache(r, 'HIT', b'not here\n', status=404)
+
+    def test_gzip_copy_made_once_at_the_fill(self):
+        page = b''.join(b'<li>item %d</li>\n' % i for i in range(300))
+        o = self.origin()
+        html = [('Content-Type', 'text/html'), ('ETag', '"p1"'),
+                ('Cache-Control', 'max-age=60')]
+        o.script('/api/page', body=page, headers=html)
+        o.script('/api/img', body=b'\0' * 4000,
+                 headers=[('Content-Type', 'image/png')])
+        o.script('/api/br', body=b'already', headers=html + [
+            ('Content-Encoding', 'br')])
+        o.script('/api/own', body=page, headers=html + [
+            ('Vary', 'Accept-Encoding')])
+        o.script('/api/nt', body=page, headers=[
+            ('Content-Type', 'text/html'),
+            ('Cache-Control', 'max-age=60, no-transform')])
+        c = self.start_cache(o, gzip=True)
+        gz = [('Accept-Encoding', 'gzip')]
+        self.assertCache(self.fetch(c, '/api/page', headers=gz), 'MISS',
+                         page)
+        for _ in range(3):
+            r = self.fetch(c, '/api/page', headers=gz)
+            self.assertCache(r, 'HIT')
+            self.assertEqual(r.header('Content-Encoding'), 'gzip')
+            self.assertEqual(r.header('Vary'), 'Accept-Encoding')
+            self.assertEqual(r.header('ETag'), '"p1-gz"')
+            self.assertEqual(int(r.header('Content-Length')), len(r.body))
+            self.assertEqual(gzip.decompress(r.body), page)
+        r = self.fetch(c, '/api/page')
+        self.assertCache(r, 'HIT', page)
+        self.assertIsNone(r.header('Content-Encoding'))
+        self.assertEqual(r.header('Vary'), 'Accept-Encoding')
+        self.assertEqual(r.header('ETag'), '"p1"')
+        # Each copy answers its own validator; a range is of the plain one.
+        r = self.fetch(c, '/api/page', headers=gz + [
+            ('If-None-Match', '"p1-gz"')])
+        self.assertCache(r, 'HIT', b'', status=304)
+        r = self.fetch(c, '/api/page', headers=gz + [('Range', 'bytes=0-3')])
+        self.assertCache(r, 'HIT', page[:4], status=206)
+        self.assertIsNone(r.header('Content-Encoding'))
+        self.assertEqual(o.count('/api/page'), 1)
+        # Left as they are: other types, encoded or varying answers, and
+        # no-transform.
+        for path, body in (('/api/img', b'\0' * 4000),
+                           ('/api/br', b'already'), ('/api/own', page),
+                           ('/api/nt', page)):
+            for xc in ('MISS', 'HIT'):
+                r = self.fetch(c, path, headers=gz)
+                self.assertCache(r, xc, body)
+                self.assertNotEqual(r.header('Content-Encoding'), 'gzip',
+                                    path)
+        # A PURGE drops the gzip copy with the response.
+        c2 = self.start_cache(o, {'purge_allow': '{"127.0.0.1"}'},
+                              gzip=True)
+        self.fetch(c2, '/api/page')
+        self.assertEqual(self.fetch(c2, '/api/page', headers=gz)
+                         .header('Content-Encoding'), 'gzip')
+        self.assertEqual(self.fetch(c2, '/api/page', method='PURGE').status,
+                         200)
+        self.assertCache(self.fetch(c2, '/api/page', headers=gz), 'MISS',
+                         page)
+
+    def test_gzip_copy_renewed_by_revalidation(self):
+        page = b'<p>%d</p>\n' * 1 % 0 * 400
+        o = self.origin()
+
+        def answer(method, h):
+            if h.get('if-none-match') == '"r1"':
+                return 304, [('ETag', '"r1"'),
+                             ('Cache-Control', 'max-age=1')], b''
+            return 200, [('Content-Type', 'text/html'), ('ETag', '"r1"'),
+                         ('Cache-Control', 'max-age=1')], page
+        o.script('/api/rv', fn=answer)
+        c = self.start_cache(o, gzip=True)
+        gz = [('Accept-Encoding', 'gzip')]
+        t0 = time.time()
+        self.assertCache(self.fetch(c, '/api/rv', headers=gz), 'MISS', page)
+        seconds_pass(2, t0)
+        r = self.fetch(c, '/api/rv', headers=gz)
+        self.assertCache(r, 'EXPIRED')
+        self.assertEqual(r.header('Content-Encoding'), 'gzip')
+        self.assertEqual(gzip.decompress(r.body), page)
+        r = self.fetch(c, '/api/rv', headers=gz)
+        self.assertCache(r, 'HIT')
+        self.assertEqual(r.header('Content-Encoding'), 'gzip')
+        self.assertEqual(o.count('/api/rv'), 2)
+        self.assertEqual(o.answered_with('/api/rv', 304), 1)
 
     def test_purge(self):
         o = self.origin()
