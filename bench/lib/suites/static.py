@@ -1,6 +1,7 @@
 """Suite static: files of 0 B to 1 MB from disk, over keep-alive,
 pipelined, HTTP/1.0 keep-alive (ab -k) and one connection per request."""
 
+import gzip
 import http.client
 import os
 import random
@@ -21,6 +22,15 @@ FILES = (
 )
 
 PIPELINE = 16
+
+# A page of HTML that compresses like real ones, for the gzip case.
+PAGE = "page.html"
+PAGE_BYTES = b"".join(
+    b'<li class="item"><a href="/catalog/%d">Item %d</a> <span>%d in '
+    b'stock</span></li>\n' % (i, i, i * 7 % 23) for i in range(110))
+
+# Servers set up to gzip in bench/conf (the others are left out there).
+GZIP_SERVERS = ("corral", "nginx")
 
 
 def _cases():
@@ -43,6 +53,10 @@ def _cases():
             out.append(("100b-close", "100 B, connection per request",
                         name, Wrk("wrk, 100 connections, Connection: "
                                   "close", headers=("Connection: close",))))
+    out.append(("page-gzip", "%d B HTML, gzip" % len(PAGE_BYTES), PAGE,
+                Wrk("wrk, 100 connections, Accept-Encoding: gzip; corral "
+                    "compresses once (level 6), nginx each response "
+                    "(level 1)", headers=("Accept-Encoding: gzip",))))
     return out
 
 
@@ -61,7 +75,27 @@ def _docroot(ctx):
         body[name] = data
     with open(os.path.join(root, "index.html"), "w") as f:
         f.write("<!doctype html><title>bench</title>\n")
+    with open(os.path.join(root, PAGE), "wb") as f:
+        f.write(PAGE_BYTES)
+    body[PAGE] = PAGE_BYTES
     return root, body
+
+
+def _gzips(srv):
+    """Whether srv sends the page gzipped to a client that takes it."""
+    conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=5)
+    try:
+        conn.request("GET", "/" + PAGE, headers={
+            "Host": "localhost", "Accept-Encoding": "gzip"})
+        resp = conn.getresponse()
+        data = resp.read()
+        return resp.status == 200 and \
+            resp.getheader("Content-Encoding") == "gzip" and \
+            gzip.decompress(data) == PAGE_BYTES
+    except (OSError, http.client.HTTPException, ValueError):
+        return False
+    finally:
+        conn.close()
 
 
 def _check(srv, body):
@@ -113,7 +147,13 @@ def run(ctx):
             order = list(servers)
             if floor and isinstance(load, Wrk) and not load.headers:
                 order.insert(1, floor)      # right after corral
+            if key == "page-gzip":
+                order = [s for s in order if s.name in GZIP_SERVERS]
             for srv in order:
+                if key == "page-gzip" and not _gzips(srv):
+                    ctx.fail_server(NAME, srv, "%s: the page did not come "
+                                    "gzipped" % title)
+                    continue
                 r = measure(ctx, srv, load, "/" + path)
                 case.results.append(r)
                 ctx.progress(case, r)
