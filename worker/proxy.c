@@ -28,6 +28,7 @@
 #include <unistd.h>
 #include <event2/event.h>
 #include <event2/event_struct.h>
+#include <xxhash.h>
 
 #include "master/config.h"
 #include "master/log.h"
@@ -96,6 +97,7 @@ struct cobj {
 
 #define CO_MAGIC	0x63727270u
 #define CO_GZ		1		/* a gzip copy is kept under 'Z' key */
+#define CO_GZCOPY	2		/* this is such a copy */
 #define CO_RESP		1
 #define CO_PASS		2		/* hit-for-pass marker */
 #define CO_VARY		3
@@ -179,6 +181,7 @@ static unsigned wake_gen;
 static void px_read_cb(evutil_socket_t, short, void *);
 static void px_write_cb(evutil_socket_t, short, void *);
 static void cache_end(struct proxy *);
+static uint64_t fill_nonce(void);
 static bool gz_wanted(const struct http_response *,
     const struct http_cache_control *, size_t);
 static void gz_renew(const struct proxy *, const struct cobj *);
@@ -813,7 +816,8 @@ cache_not_modified(const struct proxy *px, const struct cobj *co,
 			return false;
 		rq.if_none_match = px->inm;
 	} else if (px->ims.p != NULL) {
-		if (co->mtime < 0)
+		/* A date cannot tell the gzip copy from the plain one. */
+		if (co->mtime < 0 || (co->flags & CO_GZCOPY))
 			return false;
 		rq.if_modified_since = px->ims;
 	} else {
@@ -821,6 +825,35 @@ cache_not_modified(const struct proxy *px, const struct cobj *co,
 	}
 	return http_conditional(&rq, etag, co->etag_len,
 	    (time_t)co->mtime) == 304;
+}
+
+/*
+ * The fields a 304 from the cache repeats (RFC 9110 15.4.5): those that
+ * guide cache updates, never representation metadata such as
+ * Content-Encoding, which would relabel the copy the client holds.
+ */
+static const char *const not_modified_keep[] = {
+	"ETag", "Vary", "Cache-Control", "Expires", "Content-Location",
+	"Last-Modified", NULL
+};
+
+static void
+lines_named(struct conn *c, const char *p, size_t len,
+    const char *const *names)
+{
+	const char *end = p + len, *nl, *colon;
+	struct span name;
+
+	for (; p < end; p = nl) {
+		nl = memchr(p, '\n', (size_t)(end - p));
+		nl = nl != NULL ? nl + 1 : end;
+		if ((colon = memchr(p, ':', (size_t)(nl - p))) == NULL)
+			continue;
+		name.p = p;
+		name.len = (size_t)(colon - p);
+		if (name_in(name, names))
+			resp_header(c, p, (size_t)(nl - p));
+	}
 }
 
 /* The key of a response's gzip copy: 'Z', then its own; 0: too long. */
@@ -862,6 +895,7 @@ gz_get(const struct proxy *px, const struct cobj *co,
 	    store_get(worker.store, z, zlen, zref) != STORE_HIT)
 		return false;
 	if (cobj_read(zref, zco) && zco->kind == CO_RESP &&
+	    (zco->flags & CO_GZCOPY) && zco->gen == co->gen &&
 	    zco->born == co->born && zco->fresh_until == co->fresh_until)
 		return true;
 	store_release(worker.store, zref);
@@ -991,7 +1025,10 @@ cache_send(struct proxy *px, struct store_ref *ref, const struct cobj *co,
 	ranged = body && cache_range(px, co, etag, lines, &b, extra, elen);
 	if (!ranged) {
 		resp_status(c, status);
-		resp_header(c, lines, co->hlen);
+		if (status == 304 && co->status != 304)
+			lines_named(c, lines, co->hlen, not_modified_keep);
+		else
+			resp_header(c, lines, co->hlen);
 		resp_header(c, extra, elen);
 		resp_end_headers(c, body ? (int64_t)co->blen : -1);
 		body = body && !resp_is_head(c) && co->blen > 0;
@@ -1318,8 +1355,11 @@ save_cond(struct proxy *px)
 	/* A Range without its If-Range would be answered wrongly. */
 	if (r->if_range.p != NULL && px->if_range.p == NULL)
 		px->range.p = NULL;
+	/* A client's no-transform (RFC 9111 5.2.1.6) keeps the plain copy. */
 	px->accept_gzip = worker.cf->gzip &&
-	    http_accepts_gzip(http_header_get(r, "Accept-Encoding"));
+	    http_accepts_gzip(http_header_get(r, "Accept-Encoding")) &&
+	    !http_connection_has_token(http_header_get(r, "Cache-Control"),
+	    (struct span){ "no-transform", 12 });
 }
 
 /*
@@ -1608,6 +1648,8 @@ cache_decide(struct proxy *px)
 	if (nlen > 0 && !vary_spec(px, names, nlen, px->cttl))
 		return;
 	px->gz = gz_wanted(r, &cc, nlen);
+	if (px->gz)
+		co->gen = fill_nonce();
 	px->clen = 0;
 	if (!cbuf_add(px, co, sizeof(*co)) ||
 	    !cbuf_add(px, r->etag.p, co->etag_len) ||
@@ -1620,6 +1662,24 @@ cache_decide(struct proxy *px)
 	}
 	co->hlen = (uint32_t)(px->clen - sizeof(*co) - co->etag_len);
 	px->storing = true;
+}
+
+/*
+ * Tells fills of one URL apart, whichever worker made them, so a gzip copy
+ * is only ever paired with the response it was made from.
+ */
+static uint64_t
+fill_nonce(void)
+{
+	static struct {
+		uint64_t pid, seq, ms;
+	} n;
+
+	if (n.pid == 0)
+		n.pid = (uint64_t)getpid();
+	n.seq++;
+	n.ms = worker.now_ms;
+	return XXH3_64bits(&n, sizeof(n));
 }
 
 /*
@@ -1655,8 +1715,13 @@ gz_store(struct proxy *px)
 	const struct cobj *co = &px->co;
 	const char *etag = px->cbuf + sizeof(*co);
 	const char *lines = etag + co->etag_len, *body = lines + co->hlen;
-	const char *p, *nl, *end = body;
+	static const char *const gz_drop[] = {
+		"ETag", "Content-MD5", "Digest", "Content-Digest",
+		"Repr-Digest", NULL
+	};
+	const char *p, *nl, *end = body, *colon;
 	char z[STORE_KEY_MAX], *gz, *obj, *o;
+	struct span name;
 	size_t zlen, glen, elen = 0;
 	struct cobj zco = *co;
 	bool ok;
@@ -1687,8 +1752,13 @@ gz_store(struct proxy *px)
 	for (p = lines; p < end; p = nl) {
 		nl = memchr(p, '\n', (size_t)(end - p));
 		nl = nl != NULL ? nl + 1 : end;
-		if ((size_t)(nl - p) > 5 && strncasecmp(p, "etag:", 5) == 0)
-			continue;
+		/* Its own ETag below; digests were of the plain bytes. */
+		if ((colon = memchr(p, ':', (size_t)(nl - p))) != NULL) {
+			name.p = p;
+			name.len = (size_t)(colon - p);
+			if (name_in(name, gz_drop))
+				continue;
+		}
 		memcpy(o, p, (size_t)(nl - p));
 		o += nl - p;
 	}
@@ -1703,7 +1773,7 @@ gz_store(struct proxy *px)
 	zco.etag_len = (uint32_t)elen;
 	zco.hlen = (uint32_t)(o - obj - sizeof(zco) - elen);
 	zco.blen = glen;
-	zco.flags = 0;
+	zco.flags = CO_GZCOPY;
 	memcpy(obj, &zco, sizeof(zco));
 	memcpy(o, gz, glen);
 	o += glen;
@@ -1835,7 +1905,8 @@ gz_renew(const struct proxy *px, const struct cobj *co)
 	    store_get(worker.store, z, zlen, &ref) != STORE_HIT)
 		return;
 	len = ref.len;
-	if (!cobj_read(&ref, &zco) || (copy = malloc(len)) == NULL) {
+	if (!cobj_read(&ref, &zco) || zco.gen != co->gen ||
+	    (copy = malloc(len)) == NULL) {
 		store_release(worker.store, &ref);
 		return;
 	}
@@ -2171,6 +2242,9 @@ px_send_header(struct proxy *px)
 		resp_header(c, h->value.p, h->value.len);
 		resp_header(c, "\r\n", 2);
 	}
+	/* Hits of what is stored now will vary: say so already. */
+	if (px->gz)
+		resp_header(c, "Vary: Accept-Encoding\r\n", 23);
 	if (px->xc != XC_NONE && px->loc->x_cache)
 		resp_header(c, xc_line[px->xc].p, xc_line[px->xc].len);
 	switch (r->framing) {

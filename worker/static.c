@@ -326,6 +326,8 @@ read_all(int fd, char *buf, size_t size)
 	return true;
 }
 
+#define GZ_CE	"Content-Encoding: gzip\r\n"
+
 /* Prepares the header lines that every response for this file carries. */
 static bool
 fentry_headers(struct fentry *fe)
@@ -354,15 +356,15 @@ fentry_headers(struct fentry *fe)
 	fe->getag_len = (size_t)snprintf(fe->getag, sizeof(fe->getag),
 	    "\"%llx-%llx-gz\"", (unsigned long long)fe->mtime,
 	    (unsigned long long)fe->size);
+	/* Content-Encoding last: a 304 leaves it out (see serve_gzip). */
 	n = snprintf(NULL, 0, "Content-Type: %s\r\nLast-Modified: %s\r\n"
-	    "ETag: %s\r\nContent-Encoding: gzip\r\n%s", fe->type, lm,
-	    fe->getag, vary);
+	    "ETag: %s\r\n%s" GZ_CE, fe->type, lm, fe->getag, vary);
 	fe->ghdr = malloc((size_t)n + 1);
 	if (fe->ghdr == NULL)
 		return false;
 	snprintf(fe->ghdr, (size_t)n + 1, "Content-Type: %s\r\n"
-	    "Last-Modified: %s\r\nETag: %s\r\nContent-Encoding: gzip\r\n%s",
-	    fe->type, lm, fe->getag, vary);
+	    "Last-Modified: %s\r\nETag: %s\r\n%s" GZ_CE, fe->type, lm,
+	    fe->getag, vary);
 	fe->ghdr_len = (size_t)n;
 	return true;
 }
@@ -713,8 +715,10 @@ serve_gzip(struct conn *c, struct fentry *fe)
 	case 304:
 		store_release(worker.store, &ref);
 		resp_status(c, 304);
-		/* Everything but Content-Type, as for the file itself. */
+		/* Validators and Vary; no Content-Type, no Content-Encoding,
+		 * which would relabel the copy the client holds. */
 		resp_header(c, strchr(fe->ghdr, '\n') + 1, fe->ghdr_len -
+		    (sizeof(GZ_CE) - 1) -
 		    (size_t)(strchr(fe->ghdr, '\n') + 1 - fe->ghdr));
 		resp_end_headers(c, -1);
 		resp_done(c, 304, 0);

@@ -742,7 +742,11 @@ class CacheRulesTest(ProxyCacheCase):
         o = self.origin()
         html = [('Content-Type', 'text/html'), ('ETag', '"p1"'),
                 ('Cache-Control', 'max-age=60')]
-        o.script('/api/page', body=page, headers=html)
+        o.script('/api/page', body=page, headers=html + [
+            ('Content-MD5', 'c29tZSBkaWdlc3Q=')])
+        o.script('/api/notag', body=page, headers=[
+            ('Content-Type', 'text/html'), ('Cache-Control', 'max-age=60'),
+            ('Last-Modified', 'Mon, 02 Nov 2026 10:00:00 GMT')])
         o.script('/api/img', body=b'\0' * 4000,
                  headers=[('Content-Type', 'image/png')])
         o.script('/api/br', body=b'already', headers=html + [
@@ -754,14 +758,18 @@ class CacheRulesTest(ProxyCacheCase):
             ('Cache-Control', 'max-age=60, no-transform')])
         c = self.start_cache(o, gzip=True)
         gz = [('Accept-Encoding', 'gzip')]
-        self.assertCache(self.fetch(c, '/api/page', headers=gz), 'MISS',
-                         page)
+        r = self.fetch(c, '/api/page', headers=gz)
+        self.assertCache(r, 'MISS', page)
+        # The miss answers as the upstream did, but says hits will vary.
+        self.assertEqual(r.header('Vary'), 'Accept-Encoding')
         for _ in range(3):
             r = self.fetch(c, '/api/page', headers=gz)
             self.assertCache(r, 'HIT')
             self.assertEqual(r.header('Content-Encoding'), 'gzip')
             self.assertEqual(r.header('Vary'), 'Accept-Encoding')
             self.assertEqual(r.header('ETag'), '"p1-gz"')
+            # A digest of the plain bytes would be wrong here.
+            self.assertIsNone(r.header('Content-MD5'))
             self.assertEqual(int(r.header('Content-Length')), len(r.body))
             self.assertEqual(gzip.decompress(r.body), page)
         r = self.fetch(c, '/api/page')
@@ -770,9 +778,27 @@ class CacheRulesTest(ProxyCacheCase):
         self.assertEqual(r.header('Vary'), 'Accept-Encoding')
         self.assertEqual(r.header('ETag'), '"p1"')
         # Each copy answers its own validator; a range is of the plain one.
+        self.assertEqual(r.header('Content-MD5'), 'c29tZSBkaWdlc3Q=')
         r = self.fetch(c, '/api/page', headers=gz + [
             ('If-None-Match', '"p1-gz"')])
         self.assertCache(r, 'HIT', b'', status=304)
+        self.assertEqual(r.header('ETag'), '"p1-gz"')
+        self.assertIsNone(r.header('Content-Encoding'))
+        self.assertIsNone(r.header('Content-Type'))
+        # The client's no-transform keeps the plain copy.
+        r = self.fetch(c, '/api/page', headers=gz + [
+            ('Cache-Control', 'no-transform')])
+        self.assertCache(r, 'HIT', page)
+        # Without an ETag a date cannot tell the copies apart: no 304 for
+        # the gzip copy on If-Modified-Since alone.
+        self.fetch(c, '/api/notag')
+        ims = [('If-Modified-Since', 'Mon, 02 Nov 2026 10:00:00 GMT')]
+        self.assertCache(self.fetch(c, '/api/notag', headers=ims), 'HIT',
+                         b'', status=304)
+        r = self.fetch(c, '/api/notag', headers=gz + ims)
+        self.assertCache(r, 'HIT')
+        self.assertEqual(r.header('Content-Encoding'), 'gzip')
+        self.assertEqual(gzip.decompress(r.body), page)
         r = self.fetch(c, '/api/page', headers=gz + [('Range', 'bytes=0-3')])
         self.assertCache(r, 'HIT', page[:4], status=206)
         self.assertIsNone(r.header('Content-Encoding'))
