@@ -227,11 +227,9 @@ chunk_at(const struct store *s, unsigned si, uint64_t page, uint64_t k,
 }
 
 void
-stripe_init(struct store *s, unsigned si)
+stripe_mutex_init(struct stripe *st)
 {
-	struct stripe *st = stripe_at(s, si);
 	pthread_mutexattr_t ma;
-	uint64_t p;
 
 	pthread_mutexattr_init(&ma);
 	pthread_mutexattr_setpshared(&ma, PTHREAD_PROCESS_SHARED);
@@ -239,6 +237,15 @@ stripe_init(struct store *s, unsigned si)
 	pthread_mutex_init(&st->mutex, &ma);
 	pthread_mutexattr_destroy(&ma);
 	st->busy = 0;
+}
+
+void
+stripe_init(struct store *s, unsigned si)
+{
+	struct stripe *st = stripe_at(s, si);
+	uint64_t p;
+
+	stripe_mutex_init(st);
 	for (p = 0; p < s->l.npages; p++)
 		ptab_at(s, si)[p] = PT_MAKE(NO_CLASS, 0);
 	do_stripe_rebuild(s, si, false);

@@ -214,15 +214,9 @@ reuse_stripe(struct store *s, unsigned i)
 	struct stripe *st = stripe_at(s, i);
 	bool good = st->busy == 0 &&
 	    (!s->h->clean || st->ptab_csum == ptab_checksum(s, i));
-	pthread_mutexattr_t ma;
 
 	/* Never trust a mutex from an earlier run: its owner may be gone. */
-	pthread_mutexattr_init(&ma);
-	pthread_mutexattr_setpshared(&ma, PTHREAD_PROCESS_SHARED);
-	pthread_mutexattr_setrobust(&ma, PTHREAD_MUTEX_ROBUST);
-	pthread_mutex_init(&st->mutex, &ma);
-	pthread_mutexattr_destroy(&ma);
-	st->busy = 0;
+	stripe_mutex_init(st);
 	memset(waiters_at(s, i), 0, s->l.wait_words * 8);
 	if (good)
 		do_stripe_rebuild(s, i, true);

@@ -177,6 +177,9 @@ bool item_expired(const struct item *it, int64_t now);
 bool item_leased(const struct item *it);
 uint32_t item_csum(const struct item *it);
 void stripe_init(struct store *s, unsigned si);
+
+/* A robust, process-shared mutex for the stripe, unheld. */
+void stripe_mutex_init(struct stripe *st);
 int stripe_lock(struct store *s, unsigned si);
 void stripe_unlock(struct store *s, unsigned si);
 void do_stripe_rebuild(struct store *s, unsigned si, bool keep);

@@ -51,7 +51,8 @@ struct fentry {
 	bool gz;			/* may be sent gzipped */
 	uint16_t skeylen;
 	char *skey;			/* store key when shared */
-	char *gkey;			/* and of its gzipped copy, when gz */
+	char *gkey;			/* and of its gzipped copy: set when
+					   gz and the key could be made */
 	off_t size;
 	time_t mtime;
 	dev_t dev;
@@ -744,10 +745,10 @@ serve_gzip(struct conn *c, struct fentry *fe)
 	return true;
 }
 
-static void
-serve_file(struct conn *c, struct fentry *fe)
+/* A Range request: 206 or 416, or false to answer the whole file. */
+static bool
+serve_range(struct conn *c, const struct http_request *r, struct fentry *fe)
 {
-	const struct http_request *r = conn_req(c);
 	struct resp_rep rep = {
 		.lines = fe->hdr, .len = fe->hdr_len,
 		.type = fe->type, .tlen = strlen(fe->type),
@@ -757,8 +758,16 @@ serve_file(struct conn *c, struct fentry *fe)
 		.part = send_part, .arg = fe,
 	};
 
+	return resp_range(c, r, &rep);
+}
+
+static void
+serve_file(struct conn *c, struct fentry *fe)
+{
+	const struct http_request *r = conn_req(c);
+
 	/* Ranges address the file's own bytes: they are answered plain. */
-	if (fe->gz && fe->gkey != NULL && r->range.p == NULL &&
+	if (fe->gkey != NULL && r->range.p == NULL &&
 	    http_accepts_gzip(http_header_get(r, "Accept-Encoding")) &&
 	    serve_gzip(c, fe))
 		return;
@@ -770,7 +779,7 @@ serve_file(struct conn *c, struct fentry *fe)
 		resp_error(c, 412);
 		return;
 	}
-	if (!resp_range(c, r, &rep))
+	if (r->range.p == NULL || !serve_range(c, r, fe))
 		serve_whole(c, fe);
 }
 
