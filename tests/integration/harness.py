@@ -50,13 +50,44 @@ class ServerError(AssertionError):
 
 # ---------------------------------------------------------------- utilities
 
+# Ports for servers come from below the kernel's ephemeral range (where no
+# client socket of any test takes them between our check and the server's
+# bind), and each is reserved across every test process on the machine by
+# an flock held until this process exits, so suites run side by side never
+# hand out the same port.
+PORT_LO, PORT_HI = 12000, 32000
+PORT_LOCKS = os.path.join(tempfile.gettempdir(), 'corral-test-ports')
+_held_ports = {}
+
+
 def free_port():
-    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    try:
-        s.bind(('127.0.0.1', 0))
-        return s.getsockname()[1]
-    finally:
-        s.close()
+    """A TCP port on 127.0.0.1 that nothing uses and no other test holds."""
+    import fcntl
+    import random
+    os.makedirs(PORT_LOCKS, mode=0o1777, exist_ok=True)
+    rng = random.SystemRandom()
+    for _ in range(1000):
+        port = rng.randrange(PORT_LO, PORT_HI)
+        if port in _held_ports:
+            continue
+        fd = os.open(os.path.join(PORT_LOCKS, str(port)),
+                     os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            continue
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            s.bind(('127.0.0.1', port))
+        except OSError:
+            os.close(fd)
+            continue
+        finally:
+            s.close()
+        _held_ports[port] = fd
+        return port
+    raise ServerError('no free port in %d..%d' % (PORT_LO, PORT_HI))
 
 
 def http_date(ts):
