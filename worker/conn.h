@@ -83,93 +83,11 @@ void access_log_init(void);
 /* Writes out buffered access log lines. */
 void access_log_flush(void);
 
+/* Writes what is buffered and frees the buffers; at exit. */
+void access_log_close(void);
+
 /* The request being answered. */
 const struct http_request *conn_req(const struct conn *c);
-
-/* Starts a response: status line, Server and Date. */
-void resp_status(struct conn *c, int status);
-
-/* Only the status line, with a reason phrase of len bytes (an upstream's). */
-void resp_status_reason(struct conn *c, int status, const char *reason,
-    size_t len);
-
-/* Adds ready-made header lines ("Name: value\r\n..."). */
-void resp_header(struct conn *c, const char *lines, size_t len);
-
-/* Adds the line "<name><v>\r\n"; name has len bytes and ends in ": ". */
-void resp_header_u64(struct conn *c, const char *name, size_t len,
-    uint64_t v);
-
-/* Adds one formatted header line; fmt has no CRLF. */
-void resp_headerf(struct conn *c, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-
-/*
- * Ends the header block with Content-Length (when len >= 0) and the
- * Connection field.  For HEAD and 304 the caller pushes no body.
- */
-void resp_end_headers(struct conn *c, int64_t len);
-
-/* Queues body bytes; they must stay valid until ref is released. */
-void resp_body_mem(struct conn *c, const void *p, size_t len,
-    struct fentry *ref);
-
-/* Queues part of an open file, sent with sendfile (or read+write). */
-void resp_body_file(struct conn *c, struct fentry *ref, int fd, off_t off,
-    off_t len);
-
-/* Wraps a pinned store value so queued segments can share it. */
-struct pin *pin_take(const struct store_ref *ref);
-
-/* Drops one use of a pin; the last one releases the store value. */
-void pin_put(struct pin *p);
-
-/* Queues bytes of a pinned store value; the pin is released once sent. */
-void resp_body_pin(struct conn *c, struct pin *p, size_t off, size_t len);
-
-/* Gives up on a response whose headers are queued: close after them. */
-void resp_abort(struct conn *c);
-
-/* Copies small body bytes into the output buffer. */
-void resp_body_copy(struct conn *c, const void *p, size_t len);
-
-/* A representation that Range requests may address. */
-#define RESP_RANGES_MAX	16	/* keeps a response within its segments */
-struct resp_rep {
-	const char *lines;		/* its header lines, Content-Type too */
-	size_t len;
-	const char *extra;		/* lines about this answer (Age) */
-	size_t elen;
-	const char *type;		/* its Content-Type, for the parts */
-	size_t tlen;
-	const char *etag;		/* quoted, for If-Range; or len 0 */
-	size_t etag_len;
-	time_t mtime;			/* Last-Modified, or -1 */
-	uint64_t size;
-	int max_ranges;
-	/* Queues len bytes of the body from off. */
-	void (*part)(struct conn *c, void *arg, uint64_t off, uint64_t len);
-	void *arg;
-};
-
-/*
- * Answers the Range of r (its If-Range too) from rep: 206 with one part or
- * multipart/byteranges, or 416.  False when the answer is the whole
- * representation: no Range, neither GET nor HEAD, If-Range not matched, or
- * a Range that is to be ignored.
- */
-bool resp_range(struct conn *c, const struct http_request *r,
-    const struct resp_rep *rep);
-
-/* A complete error response with a small HTML body. */
-void resp_error(struct conn *c, int status);
-
-/* The same, with extra ready-made header lines. */
-void resp_error_hdr(struct conn *c, int status, const char *lines,
-    size_t len);
-
-/* Records what the access log needs once the response is queued. */
-void resp_done(struct conn *c, int status, uint64_t body_bytes);
 
 /* True when the request is HEAD (no body goes out). */
 bool resp_is_head(const struct conn *c);

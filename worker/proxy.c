@@ -34,6 +34,7 @@
 #include "master/log.h"
 #include "shm/store.h"
 #include "worker/conn.h"
+#include "worker/resp.h"
 #include "worker/gzip.h"
 #include "worker/http_lex.h"
 #include "worker/http_response.h"

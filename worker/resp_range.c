@@ -9,6 +9,7 @@
 #include <xxhash.h>
 
 #include "worker/conn.h"
+#include "worker/resp.h"
 #include "worker/http_lex.h"
 
 #define PART_HEAD_MAX	512

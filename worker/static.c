@@ -33,6 +33,7 @@
 #include "master/log.h"
 #include "master/master.h"
 #include "worker/conn.h"
+#include "worker/resp.h"
 #include "worker/gzip.h"
 #include "worker/static.h"
 #include "shm/store.h"

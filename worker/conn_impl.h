@@ -1,0 +1,132 @@
+/*
+ * The inside of a client connection, shared by the files that make up the
+ * connection layer: conn.c (reading, parsing, timers, life cycle),
+ * output.c (the queue of segments and writing it), resp.c (building
+ * responses), request.c (choosing a server and a handler) and
+ * access_log.c.  Nothing outside these files includes it.
+ */
+#ifndef CORRAL_CONN_IMPL_H
+#define CORRAL_CONN_IMPL_H
+
+#include <netinet/in.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <event2/event_struct.h>
+
+#include "shm/store.h"
+#include "worker/conn.h"
+#include "worker/http.h"
+#include "worker/resp.h"
+
+#define IBUF_INIT	4096
+#define OBUF_INIT	4096
+#define OSEG_MAX	128
+#define OSEG_RESERVE	40	/* room one response may need */
+#define OUT_HIGH	(256 * 1024)
+#define IOV_BATCH	64
+
+enum cstate {
+	CS_HEADER,		/* waiting for or parsing a request header */
+	CS_BODY,		/* reading a request body to discard it */
+	CS_LINGER,		/* after an error: drain input, then close */
+};
+
+enum ctimer { T_NONE, T_IDLE, T_HEADER, T_BODY, T_SEND, T_LINGER };
+
+enum seg_type { SEG_OBUF, SEG_MEM, SEG_FILE };
+
+struct oseg {
+	uint8_t type;
+	int fd;			/* SEG_FILE */
+	const char *p;		/* SEG_MEM */
+	size_t off;		/* SEG_OBUF offset */
+	off_t foff;		/* SEG_FILE offset */
+	size_t len;
+	struct fentry *ref;
+	struct pin *pin;
+};
+
+/* A store value pinned while segments that point into it are queued. */
+struct pin {
+	struct store_ref ref;
+	unsigned uses;
+	struct pin *next;	/* free list */
+};
+
+struct conn {
+	int fd;
+	enum cstate state;
+	enum ctimer timer;
+	bool close_after;	/* close once the output is written */
+	bool linger;		/* and drain the input first */
+	bool keepalive;		/* the current request allows it */
+	bool head;
+	bool broken;		/* out of memory building a response */
+	bool rpaused;		/* not reading: the proxy is full */
+	unsigned nreq;
+	struct event rev;
+	struct event wev;
+	struct event tev;
+	struct conn *idle_prev, *idle_next;
+	bool idle;
+	uint64_t idle_since_ms;
+	struct conn *all_prev, *all_next;	/* every connection, for exit */
+
+	char *ibuf;
+	size_t isize, ilen, ipos, scan;
+
+	struct http_request req;
+	size_t srv;
+	uint64_t body_left;
+	uint64_t body_seen;
+	bool body_chunked;
+	struct http_chunked chunk;
+	struct proxy *px;	/* a proxied response is in flight */
+
+	struct oseg segs[OSEG_MAX];
+	unsigned shead, stail;
+	char *obuf;
+	size_t osize, olen;
+	size_t opending;
+
+	char peer[INET6_ADDRSTRLEN + 8];
+	char ibuf_inline[IBUF_INIT];
+};
+
+
+/* output.c */
+
+/* Room for n more bytes at the end of the output buffer, or NULL. */
+char *obuf_reserve(struct conn *c, size_t n);
+/* Makes the n bytes written at obuf_reserve() part of the queue. */
+void obuf_commit(struct conn *c, size_t n);
+/* Copies n bytes into the output buffer. */
+void obuf_add(struct conn *c, const void *p, size_t n);
+/* A new segment at the tail, or NULL when the queue is full. */
+struct oseg *seg_new(struct conn *c, enum seg_type type, size_t len);
+/* Queues len bytes at p; NULL when len is 0 or there is no room. */
+struct oseg *seg_mem(struct conn *c, const void *p, size_t len);
+/* Returns 0 when everything is written, 1 when blocked, -1 on error. */
+int out_flush(struct conn *c);
+/* Drops everything queued. */
+void out_reset(struct conn *c);
+
+/* resp.c */
+
+extern const char resp_allow[];		/* "Allow: ...\r\n" */
+extern const size_t resp_allow_len;
+/* Frees the pins kept for reuse; at exit. */
+void pin_free_all(void);
+
+/* request.c */
+
+/* The server block for a Host value (0, the default, when none). */
+size_t request_server(struct span host);
+/* The proxied location of the request, or NULL for files. */
+const struct config_location *request_location(struct conn *c);
+/* Answers a request that no proxy took: files, OPTIONS, errors. */
+void request_handle(struct conn *c);
+
+#endif

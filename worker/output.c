@@ -1,0 +1,242 @@
+/*
+ * The output queue of a connection: response headers in one growing
+ * buffer, bodies as segments that point at cached bytes, pinned store
+ * values or file ranges.  Consecutive memory segments leave in one
+ * sendmsg(); file segments go out with sendfile().
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/sendfile.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "master/config.h"
+#include "master/log.h"
+#include "worker/conn_impl.h"
+#include "worker/static.h"
+
+char *
+obuf_reserve(struct conn *c, size_t n)
+{
+	size_t size;
+	char *p;
+
+	if (c->olen + n <= c->osize)
+		return c->obuf + c->olen;
+	size = c->osize ? c->osize : OBUF_INIT;
+	while (size < c->olen + n)
+		size *= 2;
+	p = realloc(c->obuf, size);
+	if (p == NULL)
+		return NULL;
+	c->obuf = p;
+	c->osize = size;
+	return c->obuf + c->olen;
+}
+
+struct oseg *
+seg_new(struct conn *c, enum seg_type type, size_t len)
+{
+	struct oseg *s;
+
+	if (c->stail == OSEG_MAX)
+		return NULL;
+	s = &c->segs[c->stail++];
+	memset(s, 0, sizeof(*s));
+	s->type = (uint8_t)type;
+	s->len = len;
+	c->opending += len;
+	return s;
+}
+
+struct oseg *
+seg_mem(struct conn *c, const void *p, size_t len)
+{
+	struct oseg *s;
+
+	if (len == 0)
+		return NULL;
+	s = seg_new(c, SEG_MEM, len);
+	if (s == NULL) {
+		c->broken = true;
+		return NULL;
+	}
+	s->p = p;
+	return s;
+}
+
+/* Appends to the output buffer, extending the last segment if it ends
+ * there, so headers of pipelined responses stay one iovec. */
+void
+obuf_commit(struct conn *c, size_t n)
+{
+	struct oseg *last;
+
+	if (c->stail > c->shead) {
+		last = &c->segs[c->stail - 1];
+		if (last->type == SEG_OBUF && last->off + last->len == c->olen) {
+			last->len += n;
+			c->olen += n;
+			c->opending += n;
+			return;
+		}
+	}
+	if (seg_new(c, SEG_OBUF, n) == NULL) {
+		/* Cannot happen: the caller checked OSEG_RESERVE. */
+		c->broken = true;
+		return;
+	}
+	c->segs[c->stail - 1].off = c->olen;
+	c->olen += n;
+}
+
+void
+obuf_add(struct conn *c, const void *p, size_t n)
+{
+	char *dst = obuf_reserve(c, n);
+
+	if (dst == NULL) {
+		c->broken = true;
+		return;
+	}
+	memcpy(dst, p, n);
+	obuf_commit(c, n);
+}
+
+static void
+seg_done(struct oseg *s)
+{
+	if (s->ref != NULL)
+		fentry_release(s->ref);
+	if (s->pin != NULL)
+		pin_put(s->pin);
+	s->ref = NULL;
+	s->pin = NULL;
+}
+
+/* Consumes n written bytes from the head of the queue. */
+static void
+out_advance(struct conn *c, size_t n)
+{
+	c->opending -= n;
+	while (n > 0 && c->shead < c->stail) {
+		struct oseg *s = &c->segs[c->shead];
+		size_t k = n < s->len ? n : s->len;
+
+		s->len -= k;
+		s->off += k;
+		s->p += k;
+		s->foff += (off_t)k;
+		n -= k;
+		if (s->len == 0) {
+			seg_done(s);
+			c->shead++;
+		}
+	}
+}
+
+void
+out_reset(struct conn *c)
+{
+	while (c->shead < c->stail)
+		seg_done(&c->segs[c->shead++]);
+	c->shead = c->stail = 0;
+	c->olen = 0;
+	c->opending = 0;
+}
+
+/* Sends part of a file; returns bytes sent, 0 on EAGAIN, -1 to abort. */
+static ssize_t
+send_file(struct conn *c, struct oseg *s)
+{
+	static char buf[65536];
+	size_t want = s->len > (1u << 30) ? (1u << 30) : s->len;
+	off_t off = s->foff;
+	ssize_t n;
+
+	if (worker.cf->sendfile) {
+		n = sendfile(c->fd, s->fd, &off, want);
+	} else {
+		if (want > sizeof(buf))
+			want = sizeof(buf);
+		n = pread(s->fd, buf, want, s->foff);
+		if (n > 0)
+			n = send(c->fd, buf, (size_t)n, MSG_NOSIGNAL);
+	}
+	if (n > 0)
+		return n;
+	if (n == 0) {
+		/* The file shrank under us: the promised length cannot be
+		 * kept, so the only honest thing is to abort. */
+		log_warn("file shrank while sending to %s; aborting",
+		    c->peer);
+		return -1;
+	}
+	if (errno == EAGAIN || errno == EINTR)
+		return 0;
+	if (errno != EPIPE && errno != ECONNRESET)
+		log_at(L_INFO, errno, "send to %s", c->peer);
+	return -1;
+}
+
+/* Sends consecutive memory segments with one sendmsg(). */
+static ssize_t
+send_mem(struct conn *c)
+{
+	struct iovec iov[IOV_BATCH];
+	struct msghdr msg;
+	unsigned i, k = 0;
+	int flags = MSG_NOSIGNAL;
+	ssize_t n;
+
+	for (i = c->shead; i < c->stail && k < IOV_BATCH; i++) {
+		struct oseg *s = &c->segs[i];
+
+		if (s->type == SEG_FILE) {
+			flags |= MSG_MORE;	/* headers go out with the
+						   file's first bytes */
+			break;
+		}
+		iov[k].iov_base = s->type == SEG_OBUF ? c->obuf + s->off :
+		    (void *)s->p;
+		iov[k].iov_len = s->len;
+		k++;
+	}
+	memset(&msg, 0, sizeof(msg));
+	msg.msg_iov = iov;
+	msg.msg_iovlen = k;
+	n = sendmsg(c->fd, &msg, flags);
+	if (n >= 0)
+		return n;
+	if (errno == EAGAIN || errno == EINTR)
+		return 0;
+	if (errno != EPIPE && errno != ECONNRESET)
+		log_at(L_INFO, errno, "send to %s", c->peer);
+	return -1;
+}
+
+int
+out_flush(struct conn *c)
+{
+	ssize_t n;
+
+	/* A response that could not be built whole is never sent in part:
+	 * the connection closes instead. */
+	if (c->broken)
+		return -1;
+	while (c->shead < c->stail) {
+		if (c->segs[c->shead].type == SEG_FILE)
+			n = send_file(c, &c->segs[c->shead]);
+		else
+			n = send_mem(c);
+		if (n < 0)
+			return -1;
+		if (n == 0)
+			return 1;
+		out_advance(c, (size_t)n);
+	}
+	out_reset(c);
+	return 0;
+}

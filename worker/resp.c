@@ -1,0 +1,268 @@
+/*
+ * Building responses: the status line and the common header lines, header
+ * fields, bodies (copied, referenced, pinned or from a file) and the
+ * error pages.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "master/config.h"
+#include "master/log.h"
+#include "worker/conn_impl.h"
+#include "worker/static.h"
+
+const char resp_allow[] = "Allow: GET, HEAD, OPTIONS\r\n";
+const size_t resp_allow_len = sizeof(resp_allow) - 1;
+static const char html[] = "Content-Type: text/html; charset=utf-8\r\n";
+
+static struct pin *free_pins;
+
+bool
+resp_is_head(const struct conn *c)
+{
+	return c->head;
+}
+
+void
+resp_no_keepalive(struct conn *c)
+{
+	c->keepalive = false;
+}
+
+
+void
+resp_status(struct conn *c, int status)
+{
+	const char *r;
+	size_t n;
+
+	if ((r = http_status_line(status, &n)) != NULL) {
+		obuf_add(c, r, n);
+	} else {
+		r = http_reason(status);
+		resp_status_reason(c, status, r, strlen(r));
+	}
+	obuf_add(c, worker.common, worker.common_len);
+}
+
+void
+resp_status_reason(struct conn *c, int status, const char *reason,
+    size_t len)
+{
+	char *p;
+
+	/* The status is three digits: the parsers and callers see to it. */
+	if (status < 100 || status > 999 ||
+	    (p = obuf_reserve(c, 9 + 3 + 1 + len + 2)) == NULL) {
+		c->broken = true;
+		return;
+	}
+	memcpy(p, "HTTP/1.1 ", 9);
+	p[9] = (char)('0' + status / 100);
+	p[10] = (char)('0' + status / 10 % 10);
+	p[11] = (char)('0' + status % 10);
+	p[12] = ' ';
+	memcpy(p + 13, reason, len);
+	memcpy(p + 13 + len, "\r\n", 2);
+	obuf_commit(c, 13 + len + 2);
+}
+
+void
+resp_header(struct conn *c, const char *lines, size_t len)
+{
+	obuf_add(c, lines, len);
+}
+
+void
+resp_headerf(struct conn *c, const char *fmt, ...)
+{
+	char line[1024];
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(line, sizeof(line) - 2, fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		return;
+	if ((size_t)n > sizeof(line) - 3)
+		n = sizeof(line) - 3;
+	line[n++] = '\r';
+	line[n++] = '\n';
+	obuf_add(c, line, (size_t)n);
+}
+
+void
+resp_header_u64(struct conn *c, const char *name, size_t len, uint64_t v)
+{
+	char *p = obuf_reserve(c, len + 20 + 2);
+	size_t n;
+
+	if (p == NULL) {
+		c->broken = true;
+		return;
+	}
+	memcpy(p, name, len);
+	n = len + http_u64(p + len, v);
+	memcpy(p + n, "\r\n", 2);
+	obuf_commit(c, n + 2);
+}
+
+void
+resp_end_headers(struct conn *c, int64_t len)
+{
+	static const char ka10[] = "Connection: keep-alive\r\n\r\n";
+	static const char close[] = "Connection: close\r\n\r\n";
+
+	if (len >= 0)
+		resp_header_u64(c, "Content-Length: ", 16, (uint64_t)len);
+	if (!c->keepalive) {
+		c->close_after = true;
+		obuf_add(c, close, sizeof(close) - 1);
+	} else if (c->req.version == 10) {
+		obuf_add(c, ka10, sizeof(ka10) - 1);
+	} else {
+		obuf_add(c, "\r\n", 2);
+	}
+}
+
+void
+resp_body_mem(struct conn *c, const void *p, size_t len,
+    struct fentry *ref)
+{
+	struct oseg *s = seg_mem(c, p, len);
+
+	if (s != NULL && ref != NULL) {
+		s->ref = ref;
+		fentry_ref(ref);
+	}
+}
+
+void
+resp_abort(struct conn *c)
+{
+	/* The promised length cannot be kept: the client sees a short body
+	 * and a close, never a wrong one. */
+	log_warn("client %s: response body unavailable; closing", c->peer);
+	c->keepalive = false;
+	c->close_after = true;
+}
+
+void
+resp_body_copy(struct conn *c, const void *p, size_t len)
+{
+	obuf_add(c, p, len);
+}
+
+void
+resp_body_file(struct conn *c, struct fentry *ref, int fd, off_t off,
+    off_t len)
+{
+	struct oseg *s;
+
+	if (len == 0)
+		return;
+	s = seg_new(c, SEG_FILE, (size_t)len);
+	if (s == NULL) {
+		c->broken = true;
+		return;
+	}
+	s->fd = fd;
+	s->foff = off;
+	s->ref = ref;
+	if (ref != NULL)
+		fentry_ref(ref);
+}
+
+struct pin *
+pin_take(const struct store_ref *ref)
+{
+	struct pin *p = free_pins;
+
+	if (p != NULL)
+		free_pins = p->next;
+	else if ((p = malloc(sizeof(*p))) == NULL)
+		return NULL;
+	p->ref = *ref;
+	p->uses = 1;
+	return p;
+}
+
+void
+pin_put(struct pin *p)
+{
+	if (--p->uses > 0)
+		return;
+	store_release(worker.store, &p->ref);
+	p->next = free_pins;
+	free_pins = p;
+}
+
+void
+resp_body_pin(struct conn *c, struct pin *p, size_t off, size_t len)
+{
+	struct oseg *s = seg_mem(c, (const char *)p->ref.data + off, len);
+
+	if (s != NULL) {
+		s->pin = p;
+		p->uses++;
+	}
+}
+
+/* Statuses after which the rest of the input cannot be trusted. */
+static bool
+status_closes(int status)
+{
+	switch (status) {
+	case 400: case 408: case 411: case 413: case 414: case 417:
+	case 431: case 500: case 501: case 505:
+		return true;
+	}
+	return false;
+}
+
+void
+resp_error(struct conn *c, int status)
+{
+	resp_error_hdr(c, status, NULL, 0);
+}
+
+void
+resp_error_hdr(struct conn *c, int status, const char *lines, size_t len)
+{
+	char body[512];
+	int n;
+
+	n = snprintf(body, sizeof(body),
+	    "<html>\r\n<head><title>%d %s</title></head>\r\n<body>\r\n"
+	    "<center><h1>%d %s</h1></center>\r\n"
+	    "<hr><center>corral</center>\r\n</body>\r\n</html>\r\n",
+	    status, http_reason(status), status, http_reason(status));
+	if (status_closes(status)) {
+		c->keepalive = false;
+		c->linger = true;
+	}
+	resp_status(c, status);
+	if (status == 405 || status == 501)
+		resp_header(c, resp_allow, resp_allow_len);
+	if (lines != NULL)
+		resp_header(c, lines, len);
+	resp_header(c, html, sizeof(html) - 1);
+	resp_end_headers(c, n);
+	if (!c->head)
+		resp_body_copy(c, body, (size_t)n);
+	resp_done(c, status, c->head ? 0 : (uint64_t)n);
+}
+
+void
+pin_free_all(void)
+{
+	struct pin *p;
+
+	while ((p = free_pins) != NULL) {
+		free_pins = p->next;
+		free(p);
+	}
+}
