@@ -95,31 +95,17 @@ print_stats(const struct config *cf, bool json)
 		fprintf(stderr, "corral: %s: %s\n", cf->cache.path, err);
 		return 1;
 	}
-	const struct { const char *name; uint64_t v; } rows[] = {
-		{ "gets", st.gets }, { "hits", st.hits },
-		{ "misses", st.misses }, { "stale_hits", st.stale_hits },
-		{ "sets", st.sets }, { "deletes", st.deletes },
-		{ "evictions", st.evictions },
-		{ "expirations", st.expirations },
-		{ "too_large", st.too_large }, { "nomem", st.nomem },
-		{ "lease_grants", st.lease_grants },
-		{ "lease_waits", st.lease_waits },
-		{ "lease_timeouts", st.lease_timeouts },
-		{ "lock_recoveries", st.lock_recoveries },
-		{ "corruptions", st.corruptions }, { "items", st.items },
-		{ "bytes_used", st.bytes_used },
-		{ "bytes_total", st.bytes_total },
-	};
-	size_t n = sizeof(rows) / sizeof(rows[0]);
+	for (size_t i = 0; i < store_counter_count; i++) {
+		const struct store_counter_info *ci = &store_counter_table[i];
+		uint64_t v;
 
-	for (size_t i = 0; i < n; i++) {
+		memcpy(&v, (const char *)&st + ci->offset, sizeof(v));
 		if (json)
 			printf("%s\"%s\": %llu%s", i == 0 ? "{" : "",
-			    rows[i].name, (unsigned long long)rows[i].v,
-			    i + 1 == n ? "}\n" : ", ");
+			    ci->name, (unsigned long long)v,
+			    i + 1 == store_counter_count ? "}\n" : ", ");
 		else
-			printf("%s %llu\n", rows[i].name,
-			    (unsigned long long)rows[i].v);
+			printf("%s %llu\n", ci->name, (unsigned long long)v);
 	}
 	return 0;
 }

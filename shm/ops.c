@@ -339,8 +339,7 @@ store_commit(struct store *s, struct store_wref *w)
 		    it->klen);
 		if (old != NULL)	/* also ends its lease, wakes */
 			do_item_unlink(s, (unsigned)si, old);
-		if (s->hook != NULL)
-			s->hook(s->hook_arg);
+		TEST_HOOK(s, STORE_HOOK_COMMIT);
 		it->csum = item_csum(it);
 		do_item_link(s, (unsigned)si, it);
 		rec_clear(s, (unsigned)s->slot, w->rec_, w->off_ | REC_RESV);

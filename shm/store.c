@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -466,14 +467,10 @@ sum_stats(const char *base, const struct layout *l, struct store_stats *o)
 		st = (const struct stripe *)(base + l->stripe_off +
 		    i * l->stripe_size);
 		c = &st->c;
-#define SUM(f)	o->f += __atomic_load_n(&c->f, __ATOMIC_RELAXED)
-		SUM(gets); SUM(hits); SUM(misses); SUM(stale_hits);
-		SUM(sets); SUM(deletes); SUM(evictions); SUM(expirations);
-		SUM(too_large); SUM(nomem);
-		SUM(lease_grants); SUM(lease_waits); SUM(lease_timeouts);
-		SUM(lock_recoveries); SUM(corruptions);
-		SUM(items); SUM(bytes_used);
-#undef SUM
+#define STORE_X_SUM(f, kind, help) \
+		o->f += __atomic_load_n(&c->f, __ATOMIC_RELAXED);
+		STORE_COUNTERS(STORE_X_SUM)
+#undef STORE_X_SUM
 	}
 	o->bytes_total = l->stripes * l->npages * l->page_size;
 }
@@ -583,6 +580,35 @@ store_set_clock(struct store *s, int64_t (*now)(void *), void *arg)
 	s->clock_arg = arg;
 }
 
+size_t
+store_max_object(const struct store *s)
+{
+	return (size_t)s->l.max_object;
+}
+
+void
+store_count_too_large(struct store *s, const void *key, size_t klen)
+{
+	unsigned si = klen > 0 && klen <= STORE_KEY_MAX ?
+	    stripe_of_hash(s, key_hash(s, key, klen)) : 0;
+
+	/* The only counter bumped without the lock. */
+	__atomic_fetch_add(&stripe_at(s, si)->c.too_large, 1,
+	    __ATOMIC_RELAXED);
+}
+
+#define KIND_NAME_COUNTER	"counter"
+#define KIND_NAME_GAUGE		"gauge"
+#define STORE_X_ROW(name, kind, help) \
+	{ #name, KIND_NAME_##kind, help, offsetof(struct store_stats, name) },
+const struct store_counter_info store_counter_table[] = {
+	STORE_COUNTERS(STORE_X_ROW)
+};
+#undef STORE_X_ROW
+const size_t store_counter_count = sizeof(store_counter_table) /
+    sizeof(store_counter_table[0]);
+
+#ifdef CORRAL_TEST_HOOKS
 void
 store_test_set_hash(struct store *s, uint64_t (*hash)(const void *, size_t))
 {
@@ -590,8 +616,10 @@ store_test_set_hash(struct store *s, uint64_t (*hash)(const void *, size_t))
 }
 
 void
-store_test_set_hook(struct store *s, void (*hook)(void *), void *arg)
+store_test_set_hook(struct store *s, enum store_hook_point point,
+    void (*hook)(void *), void *arg)
 {
-	s->hook = hook;
-	s->hook_arg = arg;
+	s->hook[point] = hook;
+	s->hook_arg[point] = arg;
 }
+#endif

@@ -34,6 +34,8 @@
 #include <stdint.h>
 #include <time.h>
 
+#include "shm/store_counters.h"
+
 #define STORE_KEY_MAX		1024	/* longest key, bytes */
 #define STORE_TTL_RELATIVE_MAX	2592000	/* 30 days: larger is absolute */
 
@@ -85,14 +87,22 @@ struct store_wref {
 	uint32_t rec_;		/* private */
 };
 
+/* The counters of shm/store_counters.h, summed over the whole store. */
 struct store_stats {
-	uint64_t gets, hits, misses, stale_hits;
-	uint64_t sets, deletes, evictions, expirations;
-	uint64_t too_large, nomem;
-	uint64_t lease_grants, lease_waits, lease_timeouts;
-	uint64_t lock_recoveries, corruptions;
-	uint64_t items, bytes_used, bytes_total;
+#define STORE_X_FIELD(name, kind, help)	uint64_t name;
+	STORE_COUNTERS(STORE_X_FIELD)
+#undef STORE_X_FIELD
 };
+
+/* One row of the counter table, for printing them all in order. */
+struct store_counter_info {
+	const char *name;
+	const char *kind;	/* "counter" or "gauge" */
+	const char *help;
+	size_t offset;		/* of the uint64_t in struct store_stats */
+};
+extern const struct store_counter_info store_counter_table[];
+extern const size_t store_counter_count;
 
 /* Master, before fork: makes or (persist) reopens the mapping; NULL + err. */
 struct store *store_create(const struct store_options *opts, char *err,
@@ -143,13 +153,12 @@ int store_stats_read_file(const char *path, struct store_stats *out,
 /* Unmaps; the creator of a persistent store also marks the file clean. */
 void store_destroy(struct store *s);
 
+/* The largest value this store takes (kept from its start until a restart). */
+size_t store_max_object(const struct store *s);
+/* Counts a value not stored for its size, without reserving anything. */
+void store_count_too_large(struct store *s, const void *key, size_t klen);
+
 /* Replaces time(): seconds since the epoch, for tests. */
 void store_set_clock(struct store *s, int64_t (*now)(void *), void *arg);
-
-/* Test only: replaces the key hash (to force collisions). */
-void store_test_set_hash(struct store *s,
-    uint64_t (*hash)(const void *, size_t));
-/* Test only: called under the stripe lock in the middle of a commit. */
-void store_test_set_hook(struct store *s, void (*hook)(void *), void *arg);
 
 #endif

@@ -70,12 +70,9 @@ struct header {
 
 /* Gauges and counters, written under the stripe lock, read without it. */
 struct counters {
-	uint64_t gets, hits, misses, stale_hits;
-	uint64_t sets, deletes, evictions, expirations;
-	uint64_t too_large, nomem;
-	uint64_t lease_grants, lease_waits, lease_timeouts;
-	uint64_t lock_recoveries, corruptions;
-	uint64_t items, bytes_used;
+#define STORE_X_FIELD(name, kind, help)	uint64_t name;
+	STORE_COUNTERS(STORE_X_FIELD)
+#undef STORE_X_FIELD
 } __attribute__((aligned(64)));
 
 struct stripe {
@@ -139,11 +136,24 @@ struct store {
 	uint8_t secret[SECRET_SIZE];
 	int64_t (*clock)(void *);
 	void *clock_arg;
-	uint64_t (*hashfn)(const void *, size_t);
-	void (*hook)(void *);
-	void *hook_arg;
 	char note[256];
+#ifdef CORRAL_TEST_HOOKS
+	uint64_t (*hashfn)(const void *, size_t);
+	void (*hook[1])(void *);
+	void *hook_arg[1];
+#endif
 };
+
+/* A test hook: compiled only into the unit tests' copy of shm/. */
+#ifdef CORRAL_TEST_HOOKS
+#include "shm/store_test.h"
+#define TEST_HOOK(s, point) do { \
+	if ((s)->hook[point] != NULL) \
+		(s)->hook[point]((s)->hook_arg[point]); \
+} while (0)
+#else
+#define TEST_HOOK(s, point) do { } while (0)
+#endif
 
 #define ALIGN(x, a)	(((x) + (a) - 1) / (a) * (a))
 #define ITEM_HDR	sizeof(struct item)

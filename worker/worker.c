@@ -250,9 +250,6 @@ worker_main(const struct runtime *rt, int slot, unsigned gen,
 	/* comm carries what ps titles do not: generation and number. */
 	snprintf(name, sizeof(name), "corral g%u w%d", gen, slot);
 	prctl(PR_SET_NAME, name);
-	/* Test hook: a worker that dies at start, to exercise back-off. */
-	if (getenv("CORRAL_TEST_WORKER_EXIT") != NULL)
-		_exit(3);
 	if (rt->store != NULL) {
 		if (store_attach(rt->store, (unsigned)store_slot) == -1)
 			fatalx("cannot attach to the cache as slot %d",

@@ -24,6 +24,7 @@
 #include <criterion/criterion.h>
 
 #include "shm/store.h"
+#include "shm/store_test.h"
 
 static int64_t fake_now = 1000000000;
 
@@ -732,7 +733,7 @@ Test(store_persist, crash_in_lock_wipes_only_that_stripe)
 			snprintf(key, sizeof(key), "k%d", i);
 			set_str(s, key, "v", 0);
 		}
-		store_test_set_hook(s, die_in_lock, NULL);
+		store_test_set_hook(s, STORE_HOOK_COMMIT, die_in_lock, NULL);
 		set_str(s, "k0", "never", 0);
 		_exit(1);
 	}

@@ -20,6 +20,7 @@
 #include <xxhash.h>
 
 #include "shm/store.h"
+#include "shm/store_test.h"
 #include "tests/shm/procs.h"
 
 /*
@@ -335,7 +336,7 @@ Test(store_procs, killed_while_holding_stripe_lock, .timeout = 20)
 	if ((holder = fork_child()) == 0) {
 		if (store_attach(s, 1) == -1)
 			_exit(3);
-		store_test_set_hook(s, pause_here, &h);
+		store_test_set_hook(s, STORE_HOOK_COMMIT, pause_here, &h);
 		/* Pauses mid-commit: old "a" unlinked, new one not linked. */
 		store_set(s, "a", 1, "new-a", 5, 0, 0);
 		_exit(7);
