@@ -10,6 +10,7 @@
 #include <sys/types.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -21,6 +22,7 @@
 #include <netdb.h>
 #include <stdarg.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -132,6 +134,7 @@ static int cb_server_name(cfg_t *, cfg_opt_t *, const char *, void *);
 static int cb_root(cfg_t *, cfg_opt_t *, const char *, void *);
 static int cb_index(cfg_t *, cfg_opt_t *, const char *, void *);
 static int cb_peer(cfg_t *, cfg_opt_t *, const char *, void *);
+static int join_path(char *, size_t, const char *, const char *);
 static int cb_stale(cfg_t *, cfg_opt_t *, const char *, void *);
 static int cb_purge(cfg_t *, cfg_opt_t *, const char *, void *);
 
@@ -509,26 +512,71 @@ cb_listen(cfg_t *cfg, cfg_opt_t *opt, const char *value, void *result)
 	return 0;
 }
 
-/* "IPv4:port" or "[IPv6]:port", then optional " weight=N" (1..100). */
+/*
+ * A unix socket peer, "unix:PATH": a relative PATH is taken from the
+ * config's folder.  The socket need not exist yet (the application may
+ * start after corral).
+ */
+static const char *
+parse_unix_peer(const char *path, struct config_peer *p)
+{
+	struct sockaddr_un *un = (struct sockaddr_un *)&p->addr;
+
+	if (path[0] == '\0')
+		return "expected unix:/path/to/socket";
+	if (join_path(ld->tmp, sizeof(ld->tmp), ld->dir, path) == -1 ||
+	    strlen(ld->tmp) >= sizeof(un->sun_path) ||
+	    strlen(ld->tmp) + 5 >= sizeof(p->text))
+		return "the socket path is too long (at most 107 bytes)";
+	memset(un, 0, sizeof(*un));
+	un->sun_family = AF_UNIX;
+	strcpy(un->sun_path, ld->tmp);
+	p->addrlen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) +
+	    strlen(un->sun_path) + 1);
+	snprintf(p->text, sizeof(p->text), "unix:%s", un->sun_path);
+	return NULL;
+}
+
+/* An "IPv4:port" or "[IPv6]:port" peer; no DNS. */
+static const char *
+parse_inet_peer(const char *addr, struct config_peer *p)
+{
+	struct config_listen l;
+	const char *why;
+
+	if (addr[0] == '*' || strchr(addr, ':') == NULL)
+		return "expected address:port or unix:/path";
+	if (strlen(addr) >= sizeof(l.text))
+		return "too long";
+	if ((why = parse_listen(addr, &l)) != NULL)
+		return why;
+	p->addr = l.addr;
+	p->addrlen = l.addrlen;
+	strcpy(p->text, l.text);
+	return NULL;
+}
+
+/* A peer address, then optional " weight=N" (1..100). */
 static int
 cb_peer(cfg_t *cfg, cfg_opt_t *opt, const char *value, void *result)
 {
-	struct config_listen l;
 	struct config_peer *p;
 	const char *why = NULL, *sp = strchr(value, ' ');
-	char addr[sizeof(l.text)];
+	char addr[PATH_MAX];
 	size_t n = sp ? (size_t)(sp - value) : strlen(value);
 	uint64_t w = 1;
 
+	if ((p = calloc(1, sizeof(*p))) == NULL) {
+		cfg_error(cfg, "out of memory");
+		return -1;
+	}
 	if (n >= sizeof(addr))
 		why = "too long";
 	else {
 		memcpy(addr, value, n);
 		addr[n] = '\0';
-		if (addr[0] == '*' || strchr(addr, ':') == NULL)
-			why = "expected address:port";
-		else
-			why = parse_listen(addr, &l);
+		why = strncmp(addr, "unix:", 5) == 0 ?
+		    parse_unix_peer(addr + 5, p) : parse_inet_peer(addr, p);
 	}
 	if (why == NULL && sp != NULL) {
 		sp += strspn(sp, " ");
@@ -540,15 +588,9 @@ cb_peer(cfg_t *cfg, cfg_opt_t *opt, const char *value, void *result)
 	if (why != NULL) {
 		cfg_error(cfg, "invalid upstream server \"%s\": %s", value,
 		    why);
+		free(p);
 		return -1;
 	}
-	if ((p = calloc(1, sizeof(*p))) == NULL) {
-		cfg_error(cfg, "out of memory");
-		return -1;
-	}
-	p->addr = l.addr;
-	p->addrlen = l.addrlen;
-	strcpy(p->text, l.text);
 	p->weight = (int)w;
 	*(void **)result = p;
 	return 0;

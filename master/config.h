@@ -20,11 +20,15 @@ struct config_listen {
 	char text[64];			/* as written, "127.0.0.1:8080" */
 };
 
-/* One server of an upstream group: a numeric address and a weight. */
+/*
+ * One server of an upstream group: a numeric address or a unix socket
+ * ("unix:/run/app.sock"), and a weight.
+ */
+#define CONFIG_PEER_TEXT	128	/* "unix:" and a sun_path, and a NUL */
 struct config_peer {
-	struct sockaddr_storage addr;
+	struct sockaddr_storage addr;	/* AF_INET, AF_INET6 or AF_UNIX */
 	socklen_t addrlen;
-	char text[64];			/* as written, "127.0.0.1:9000" */
+	char text[CONFIG_PEER_TEXT];	/* "127.0.0.1:9000", "unix:/path" */
 	int weight;			/* 1..100 */
 };
 

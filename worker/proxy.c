@@ -39,6 +39,7 @@
 #include "worker/http_lex.h"
 #include "worker/http_response.h"
 #include "worker/proxy.h"
+#include "worker/upstream.h"
 
 #define PX_RBUF		(32 * 1024)	/* upstream reads, and a header that
 					   fits (grown up to max_header_size) */
@@ -49,26 +50,6 @@
 #define PX_LOGBUF	2048
 
 #define nitems(a)	(sizeof(a) / sizeof((a)[0]))
-
-struct peer {
-	const struct config_peer *cf;
-	int cur;			/* smooth weighted round-robin */
-	unsigned fails;
-	uint64_t first_fail_ms;
-	uint64_t down_until_ms;
-};
-
-struct idle {
-	int fd;
-	struct peer *peer;
-};
-
-struct upstream {
-	const struct config_upstream *cf;
-	struct peer *peers;
-	struct idle *pool;		/* cf->keepalive slots, newest last */
-	unsigned nidle;
-};
 
 enum px_state { PX_WAIT, PX_CONNECT, PX_HEADER, PX_BODY };
 
@@ -108,7 +89,7 @@ struct cobj {
 struct proxy {
 	struct conn *c;
 	struct upstream *up;
-	struct peer *peer;
+	struct upstream_peer *peer;
 	int fd;
 	enum px_state state;
 	bool reused;			/* the connection came from the pool */
@@ -173,8 +154,6 @@ struct proxy {
 	char lkey[STORE_KEY_MAX];	/* the lease */
 };
 
-static struct upstream *ups;
-static size_t nups;
 static struct proxy *free_px;
 static struct proxy *waiters;
 static unsigned wake_gen;
@@ -212,135 +191,6 @@ name_in(struct span name, const char *const *list)
 		    strncasecmp(*list, name.p, name.len) == 0)
 			return true;
 	return false;
-}
-
-/* Per-worker state, made from the config on first use. */
-static bool
-ups_init(void)
-{
-	const struct config *cf = worker.cf;
-	struct upstream *u;
-	size_t i, j;
-
-	if (ups != NULL)
-		return true;
-	if ((ups = calloc(cf->nupstreams, sizeof(*ups))) == NULL)
-		return false;
-	nups = cf->nupstreams;
-	for (i = 0; i < nups; i++) {
-		u = &ups[i];
-		u->cf = &cf->upstreams[i];
-		u->peers = calloc(u->cf->npeers, sizeof(*u->peers));
-		u->pool = calloc(u->cf->keepalive + 1, sizeof(*u->pool));
-		if (u->peers == NULL || u->pool == NULL)
-			return false;
-		for (j = 0; j < u->cf->npeers; j++)
-			u->peers[j].cf = &u->cf->peers[j];
-	}
-	return true;
-}
-
-/* Peers ------------------------------------------------------------- */
-
-static bool
-peer_down(const struct peer *p)
-{
-	return p->down_until_ms > worker.now_ms;
-}
-
-/* Smooth weighted round-robin over the peers that are up (or all). */
-static struct peer *
-peer_pick(struct upstream *u)
-{
-	struct peer *p, *best = NULL, *end = u->peers + u->cf->npeers;
-	bool any_up = false;
-	int total = 0;
-
-	for (p = u->peers; p < end; p++)
-		any_up |= !peer_down(p);
-	for (p = u->peers; p < end; p++) {
-		if (any_up && peer_down(p))
-			continue;
-		p->cur += p->cf->weight;
-		total += p->cf->weight;
-		if (best == NULL || p->cur > best->cur)
-			best = p;
-	}
-	best->cur -= total;
-	return best;
-}
-
-static void
-peer_failed(struct upstream *u, struct peer *p)
-{
-	const struct config_upstream *cf = u->cf;
-
-	if (cf->max_fails == 0)
-		return;
-	if (p->fails > 0 &&
-	    worker.now_ms - p->first_fail_ms >= (uint64_t)cf->fail_timeout_ms)
-		p->fails = 0;
-	if (p->fails++ == 0)
-		p->first_fail_ms = worker.now_ms;
-	if (p->fails < (unsigned)cf->max_fails)
-		return;
-	log_error("upstream \"%s\" server %s marked down for %d ms after "
-	    "%u failures", cf->name, p->cf->text, cf->fail_timeout_ms,
-	    p->fails);
-	p->fails = 0;
-	p->down_until_ms = worker.now_ms + (uint64_t)cf->fail_timeout_ms;
-}
-
-/* Pool -------------------------------------------------------------- */
-
-/* True when an idle connection was not closed by the upstream. */
-static bool
-idle_alive(int fd)
-{
-	char b;
-	ssize_t n = recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
-
-	return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
-}
-
-/* The newest idle connection to p that is still open, or -1. */
-static int
-pool_get(struct upstream *u, struct peer *p)
-{
-	unsigned i;
-	int fd;
-
-	for (i = u->nidle; i-- > 0;) {
-		if (u->pool[i].peer != p)
-			continue;
-		fd = u->pool[i].fd;
-		memmove(&u->pool[i], &u->pool[i + 1],
-		    (u->nidle - i - 1) * sizeof(*u->pool));
-		u->nidle--;
-		if (idle_alive(fd))
-			return fd;
-		close(fd);
-	}
-	return -1;
-}
-
-static void
-pool_put(struct upstream *u, struct peer *p, int fd)
-{
-	if (u->cf->keepalive == 0) {
-		close(fd);
-		return;
-	}
-	if (u->nidle == (unsigned)u->cf->keepalive) {
-		/* The least recently used one goes. */
-		close(u->pool[0].fd);
-		memmove(&u->pool[0], &u->pool[1],
-		    (u->nidle - 1) * sizeof(*u->pool));
-		u->nidle--;
-	}
-	u->pool[u->nidle].fd = fd;
-	u->pool[u->nidle].peer = p;
-	u->nidle++;
 }
 
 /* Buffers ----------------------------------------------------------- */
@@ -418,7 +268,7 @@ px_detach(struct proxy *px, bool reuse)
 	event_del(&px->rev);
 	event_del(&px->wev);
 	if (reuse)
-		pool_put(px->up, px->peer, px->fd);
+		upstream_pool_put(px->up, px->peer, px->fd);
 	else
 		close(px->fd);
 	px->fd = -1;
@@ -476,7 +326,7 @@ build_request(struct proxy *px, const struct http_request *r)
 		/* HTTP/1.0 without Host: the upstream needs one. */
 		ok = ok && wbuf_str(px, "Host: ") && (r->host.p != NULL ?
 		    wbuf_span(px, r->host) :
-		    wbuf_str(px, px->peer->cf->text)) &&
+		    wbuf_str(px, upstream_peer_host(px->peer))) &&
 		    wbuf_str(px, "\r\n");
 	}
 	ok = ok && wbuf_str(px, "X-Forwarded-For: ") &&
@@ -518,8 +368,8 @@ px_want_write(struct proxy *px)
 {
 	struct timeval tv;
 
-	ms_tv(&tv, px->state == PX_CONNECT ? px->up->cf->connect_timeout_ms :
-	    px->up->cf->send_timeout_ms);
+	ms_tv(&tv, px->state == PX_CONNECT ? upstream_config(px->up)->connect_timeout_ms :
+	    upstream_config(px->up)->send_timeout_ms);
 	event_add(&px->wev, &tv);
 }
 
@@ -532,7 +382,7 @@ px_want_read(struct proxy *px)
 
 	if (px->paused || px->state == PX_CONNECT || px->fd == -1)
 		return;
-	ms_tv(&tv, px->up->cf->read_timeout_ms);
+	ms_tv(&tv, upstream_config(px->up)->read_timeout_ms);
 	event_add(&px->rev, sent ? &tv : NULL);
 }
 
@@ -540,22 +390,14 @@ px_want_read(struct proxy *px)
 static bool
 px_connect(struct proxy *px)
 {
-	const struct config_peer *p = px->peer->cf;
-	int on = 1;
-
 	px->state = PX_CONNECT;
 	px->reused = false;
-	px->cerr = 0;
-	px->fd = socket(p->addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK |
-	    SOCK_CLOEXEC, 0);
+	px->fd = upstream_connect(px->peer, &px->cerr);
 	if (px->fd == -1) {
-		log_at(L_ERROR, errno, "upstream %s: socket", p->text);
+		log_at(L_ERROR, errno, "upstream %s: socket",
+		    upstream_peer_name(px->peer));
 		return false;
 	}
-	setsockopt(px->fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof(on));
-	if (connect(px->fd, (const struct sockaddr *)&p->addr,
-	    p->addrlen) == -1 && errno != EINPROGRESS)
-		px->cerr = errno;	/* reported by the write callback */
 	px_events(px);
 	px_want_write(px);
 	return true;
@@ -565,7 +407,7 @@ px_connect(struct proxy *px)
 static bool
 px_begin(struct proxy *px)
 {
-	px->fd = pool_get(px->up, px->peer);
+	px->fd = upstream_pool_get(px->up, px->peer);
 	if (px->fd == -1)
 		return px_connect(px);
 	px->reused = true;
@@ -1931,11 +1773,13 @@ proxy_start(struct conn *c, const struct config_location *l,
 	enum lk lk;
 
 	*pxp = NULL;
-	if ((size_t)l->upstream >= worker.cf->nupstreams || !ups_init() ||
-	    (px = px_alloc()) == NULL)
+	if (!upstream_init() || (px = px_alloc()) == NULL)
 		return -1;
+	if ((px->up = upstream_group((size_t)l->upstream)) == NULL) {
+		px_release(px, false);
+		return -1;
+	}
 	px->c = c;
-	px->up = &ups[l->upstream];
 	px->loc = l;
 	px->method = r->method;
 	px->fd = -1;
@@ -1964,7 +1808,7 @@ proxy_start(struct conn *c, const struct config_location *l,
 		px_release(px, false);
 		return 0;
 	}
-	px->peer = peer_pick(px->up);
+	px->peer = upstream_pick(px->up);
 	px->head_get = r->method == HTTP_M_HEAD && px->cached && px->fill;
 	if (!build_request(px, r)) {
 		px_release(px, false);
@@ -2016,7 +1860,7 @@ proxy_body(struct proxy *px, const char *p, size_t len, bool last)
 		/* Out of memory: the upstream gets a short body and the
 		 * connection is not reused. */
 		log_error("upstream %s: out of memory for the request body",
-		    px->peer->cf->text);
+		    upstream_peer_name(px->peer));
 		px->write_shut = true;
 	}
 	px->body_done = last;
@@ -2038,7 +1882,7 @@ px_finish(struct proxy *px, bool reuse)
 	reuse = reuse && !px->resp.close && px->body_done && !px->write_shut &&
 	    px->wpos == px->wlen;
 	if (reuse)
-		px->peer->fails = 0;
+		upstream_peer_ok(px->peer);
 	cache_commit(px);
 	resp_done(c, px->status, px->sent);
 	px_release(px, reuse);
@@ -2052,7 +1896,7 @@ px_finish_cached(struct proxy *px, bool reuse)
 	reuse = reuse && !px->resp.close && px->body_done &&
 	    !px->write_shut && px->wpos == px->wlen;
 	if (reuse)
-		px->peer->fails = 0;
+		upstream_peer_ok(px->peer);
 	px_answered_reuse(px, reuse);
 }
 
@@ -2066,10 +1910,10 @@ px_fail(struct proxy *px, int status, bool peer_fault, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	log_error("upstream %s: %s, client %s", px->peer->cf->text, msg,
+	log_error("upstream %s: %s, client %s", upstream_peer_name(px->peer), msg,
 	    conn_peer(c));
 	if (peer_fault)
-		peer_failed(px->up, px->peer);
+		upstream_peer_failed(px->up, px->peer);
 	if (px->state != PX_BODY && cache_stale_ok(px, status == 504 ?
 	    CACHE_STALE_TIMEOUT : CACHE_STALE_ERROR) &&
 	    cache_serve_stale(px, XC_STALE)) {
@@ -2104,7 +1948,7 @@ px_retry(struct proxy *px)
 	    !px->replayable)
 		return false;
 	log_info("upstream %s: kept-alive connection failed; retrying on a "
-	    "new one", px->peer->cf->text);
+	    "new one", upstream_peer_name(px->peer));
 	px_detach(px, false);
 	px->retried = true;
 	px->wpos = 0;
@@ -2311,7 +2155,7 @@ px_relay(struct proxy *px, size_t n)
 		return 0;
 	if (len < n)
 		log_warn("upstream %s sent %zu bytes after the response; "
-		    "closing it", px->peer->cf->text, n - len);
+		    "closing it", upstream_peer_name(px->peer), n - len);
 	px_finish(px, len == n);
 	return 1;
 }
@@ -2357,7 +2201,7 @@ px_header(struct proxy *px)
 		memmove(px->rbuf, px->rbuf + n, px->rlen);
 		px->scan = 0;
 	}
-	px->peer->fails = 0;
+	upstream_peer_ok(px->peer);
 	if (cache_intercept(px, (size_t)n))
 		return -1;
 	px_send_header(px);
@@ -2397,7 +2241,7 @@ cache_intercept(struct proxy *px, size_t n)
 	    !cache_serve_stale(px, XC_STALE))
 		return false;
 	log_warn("upstream %s answered %d; served a stale copy",
-	    px->peer->cf->text, st);
+	    upstream_peer_name(px->peer), st);
 	px_answered(px);
 	return true;
 }
@@ -2461,7 +2305,6 @@ void
 proxy_free_all(void)
 {
 	struct proxy *px;
-	size_t i;
 
 	while ((px = free_px) != NULL) {
 		free_px = px->next;
@@ -2469,13 +2312,5 @@ proxy_free_all(void)
 		free(px->rbuf);
 		free(px);
 	}
-	for (i = 0; ups != NULL && i < nups; i++) {
-		while (ups[i].nidle > 0)
-			close(ups[i].pool[--ups[i].nidle].fd);
-		free(ups[i].peers);
-		free(ups[i].pool);
-	}
-	free(ups);
-	ups = NULL;
-	nups = 0;
+	upstream_free_all();
 }

@@ -4,6 +4,9 @@ A real HTTP/1.1 origin server for proxy tests and benchmarks (stdlib only).
 
   python3 origin.py PORT [HOST]
 
+Origin(unix=PATH) listens on a unix socket instead (addr is then
+"unix:PATH", as corral's config writes it).
+
 Keep-alive, request bodies with Content-Length or chunked.  It counts
 connections accepted and requests per path, and records the headers of
 every request.  What it answers depends on the path:
@@ -36,6 +39,7 @@ checked: body(n) gives the bytes of /size/n, /chunked/n and /close/n.
 """
 
 import json
+import os
 import socket
 import socketserver
 import sys
@@ -58,7 +62,9 @@ class _Handler(socketserver.BaseRequestHandler):
     def setup(self):
         self.buf = b''
         self.served = 0
-        self.request.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if self.request.family != socket.AF_UNIX:
+            self.request.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY,
+                                    1)
         self.request.settimeout(30)
         with self.server.origin.lock:
             self.server.origin.connections += 1
@@ -245,10 +251,17 @@ class _Server(socketserver.ThreadingTCPServer):
     allow_reuse_address = True
 
 
-class Origin:
-    """An origin on host:port (0: a free port), served from a thread."""
+class _UnixServer(socketserver.ThreadingUnixStreamServer):
+    daemon_threads = True
 
-    def __init__(self, port=0, host='127.0.0.1', name='origin'):
+
+class Origin:
+    """
+    An origin on host:port (0: a free port), or on the unix socket unix,
+    served from a thread.
+    """
+
+    def __init__(self, port=0, host='127.0.0.1', name='origin', unix=None):
         self.name = name
         self.lock = threading.Lock()
         self.connections = 0
@@ -258,9 +271,16 @@ class Origin:
         self.socks = set()
         self.scripts = {}
         self.answered = []
-        self.server = _Server((host, port), _Handler)
+        self.unix = unix
+        if unix is not None:
+            self.server = _UnixServer(unix, _Handler)
+            # Workers started by root run as nobody: let them connect.
+            os.chmod(unix, 0o777)
+            self.port = None
+        else:
+            self.server = _Server((host, port), _Handler)
+            self.port = self.server.server_address[1]
         self.server.origin = self
-        self.port = self.server.server_address[1]
         self.thread = None
 
     def start(self):
@@ -273,6 +293,11 @@ class Origin:
         """Stops listening and cuts the connections that are open."""
         self.server.shutdown()
         self.server.server_close()
+        if self.unix is not None:
+            try:
+                os.unlink(self.unix)
+            except FileNotFoundError:
+                pass
         with self.lock:
             socks = list(self.socks)
         for s in socks:
@@ -313,6 +338,8 @@ class Origin:
 
     @property
     def addr(self):
+        if self.unix is not None:
+            return 'unix:%s' % self.unix
         return '127.0.0.1:%d' % self.port
 
 

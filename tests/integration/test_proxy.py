@@ -7,19 +7,21 @@ is a real HTTP/1.1 server (origin.py) on a free loopback port.
 """
 import json
 import os
+import shutil
 import signal
 import socket
+import tempfile
 import time
 
 from harness import (CorralTestCase, build_request, free_port, parse_response,
-                     quote, wait_until)
+                     quote, read_text, wait_until)
 from origin import Origin, body
 
 
 class ProxyTestCase(CorralTestCase):
 
-    def origin(self, port=0, name='origin'):
-        o = Origin(port, name=name).start()
+    def origin(self, port=0, name='origin', unix=None):
+        o = Origin(port, name=name, unix=unix).start()
         self.addCleanup(o.stop)
         return o
 
@@ -270,6 +272,64 @@ class ProxyKeepaliveTest(ProxyTestCase):
         self.assertBody(c.get('/api/conn-close/10'), body(10))
         self.assertEqual(o.connections, 2)
         self.assertNoLogErrors(c)
+
+
+class ProxyUnixSocketTest(ProxyTestCase):
+    """Upstreams on unix sockets ("unix:/path"), as php-fpm listens."""
+
+    def unix_origin(self, name='origin'):
+        d = tempfile.mkdtemp(prefix='corral-sock-')
+        os.chmod(d, 0o755)
+        self.addCleanup(shutil.rmtree, d, True)
+        path = os.path.join(d, 'app.sock')
+        return self.origin(unix=path, name=name), path
+
+    def test_requests_bodies_and_reuse_over_a_unix_socket(self):
+        o, path = self.unix_origin()
+        c = self.start_proxy([o.addr], upstream={'keepalive': 4})
+        with c.connect() as conn:
+            for i in range(20):
+                conn.send(build_request('/api/size/%d' % (1000 * i)))
+                self.assertBody(conn.read_response(), body(1000 * i))
+            data = os.urandom(300000)
+            conn.send(build_request('/api/echo', method='POST', headers=[
+                ('Content-Length', str(len(data)))]) + data)
+            r = conn.read_response()
+            self.assertEqual(r.status, 200)
+        self.assertEqual(o.last('/api/echo')['body'], data)
+        # One connection carried them all.
+        self.assertEqual(o.connections, 1)
+        _, h = self.received(o, '/api/echo')
+        self.assertEqual(h['host'], 'localhost')
+        self.assertEqual(h['x-forwarded-for'], '127.0.0.1')
+        self.assertNoLogErrors(c)
+
+    def test_http10_without_host_names_localhost(self):
+        # "unix:/path" is no Host value: the origin gets localhost.
+        o, _ = self.unix_origin()
+        c = self.start_proxy([o.addr])
+        with c.connect() as conn:
+            conn.send(b'GET /api/echo HTTP/1.0\r\n\r\n')
+            r = parse_response(conn.read_until_close())[0]
+        self.assertEqual(r.status, 200)
+        _, h = self.received(o, '/api/echo')
+        self.assertEqual(h['host'], 'localhost')
+
+    def test_missing_socket_is_502_and_peer_weights_mix(self):
+        o, path = self.unix_origin(name='unix')
+        t = self.origin(name='tcp')
+        c = self.start_proxy(
+            [o.addr + ' weight=2', t.addr],
+            upstream={'keepalive': 0, 'max_fails': 0})
+        names = [c.get('/api/name').body for _ in range(6)]
+        self.assertEqual(names.count(b'unix'), 4, names)
+        self.assertEqual(names.count(b'tcp'), 2, names)
+        o.stop()                        # the socket file goes too
+        statuses = [c.get('/api/name').status for _ in range(3)]
+        self.assertEqual(sorted(statuses), [200, 502, 502], statuses)
+        wait_until(lambda: 'connect: No such file or directory' in
+                   read_text(c.error_log), 5)
+        self.assertIn('upstream unix:%s' % path, read_text(c.error_log))
 
 
 class ProxyFramingTest(ProxyTestCase):

@@ -8,6 +8,7 @@
 #endif
 
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/stat.h>
 
 #include <arpa/inet.h>
@@ -17,6 +18,7 @@
 #include <errno.h>
 #include <ftw.h>
 #include <limits.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1045,4 +1047,51 @@ Test(config, shipped_config_loads)
 	cr_expect_str_eq(cf->servers[0].index[0], def->servers[0].index[0]);
 	config_free(def);
 	config_free(cf);
+}
+
+Test(config, upstream_unix_socket_peers)
+{
+	struct config *cf = load_ok(SERVER
+	    "upstream \"php\" {\n"
+	    "\tservers = {\"unix:/run/php/fpm.sock\", \"unix:sock/app.sock "
+	    "weight=3\", \"127.0.0.1:9000\"}\n"
+	    "}\n");
+	const struct config_upstream *u = &cf->upstreams[0];
+	const struct sockaddr_un *un;
+	char want[PATH_MAX + 128];
+
+	cr_assert_eq(u->npeers, 3);
+	un = (const void *)&u->peers[0].addr;
+	cr_expect_eq(un->sun_family, AF_UNIX);
+	cr_expect_str_eq(un->sun_path, "/run/php/fpm.sock");
+	cr_expect_str_eq(u->peers[0].text, "unix:/run/php/fpm.sock");
+	cr_expect_eq(u->peers[0].weight, 1);
+	cr_expect_eq(u->peers[0].addrlen,
+	    offsetof(struct sockaddr_un, sun_path) + 18);
+	/* A relative path is taken from the config's folder. */
+	un = (const void *)&u->peers[1].addr;
+	cr_expect_str_eq(un->sun_path, in_dir("sock/app.sock"));
+	snprintf(want, sizeof(want), "unix:%s", in_dir("sock/app.sock"));
+	cr_expect_str_eq(u->peers[1].text, want);
+	cr_expect_eq(u->peers[1].weight, 3);
+	cr_expect_eq(u->peers[2].addr.ss_family, AF_INET);
+	config_free(cf);
+}
+
+Test(config, upstream_bad_unix_peers)
+{
+	char text[1024], path[200];
+
+	expect_error(SERVER "upstream \"u\" {\n\tservers = {\"unix:\"}\n}\n",
+	    5, "expected unix:/path/to/socket");
+	memset(path, 'a', sizeof(path) - 1);
+	path[sizeof(path) - 1] = '\0';
+	snprintf(text, sizeof(text), SERVER "upstream \"u\" {\n"
+	    "\tservers = {\"unix:/%s\"}\n}\n", path);
+	expect_error(text, 5, "socket path is too long");
+	expect_error(SERVER "upstream \"u\" {\n"
+	    "\tservers = {\"unix:/a.sock weight=0\"}\n}\n", 5,
+	    "weight=N, N from 1 to 100");
+	expect_error(SERVER "upstream \"u\" {\n\tservers = {\"app.sock\"}\n}\n",
+	    5, "expected address:port or unix:/path");
 }
