@@ -1,0 +1,160 @@
+/*
+ * FastCGI records (the FastCGI 1.0 specification), with no I/O: what a
+ * web server writes to an application (BEGIN_REQUEST, PARAMS, STDIN) and
+ * a strict, incremental parser of what comes back (STDOUT, STDERR,
+ * END_REQUEST).  Used by the FastCGI upstream protocol and its fuzzer.
+ *
+ * A record is an 8-byte header (version 1, type, request id, content
+ * length, padding length, reserved), then the content and the padding.
+ * The web server's side is always the responder role with one request per
+ * connection at a time, which the connection may outlive (FCGI_KEEP_CONN).
+ */
+#ifndef CORRAL_FCGI_RECORD_H
+#define CORRAL_FCGI_RECORD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "worker/http.h"
+
+#define FCGI_VERSION_1		1
+#define FCGI_HEADER_LEN		8
+#define FCGI_MAX_CONTENT	65535
+#define FCGI_BEGIN_LEN		16	/* header and body of BEGIN_REQUEST */
+
+/* Record types: name and number, written once. */
+#define FCGI_TYPES(X)							\
+	X(BEGIN_REQUEST, 1)						\
+	X(ABORT_REQUEST, 2)						\
+	X(END_REQUEST, 3)						\
+	X(PARAMS, 4)							\
+	X(STDIN, 5)							\
+	X(STDOUT, 6)							\
+	X(STDERR, 7)							\
+	X(DATA, 8)							\
+	X(GET_VALUES, 9)						\
+	X(GET_VALUES_RESULT, 10)					\
+	X(UNKNOWN_TYPE, 11)
+
+enum fcgi_type {
+#define X(name, n)	FCGI_##name = n,
+	FCGI_TYPES(X)
+#undef X
+	FCGI_MAXTYPE = FCGI_UNKNOWN_TYPE
+};
+
+/* "STDOUT" for FCGI_STDOUT; NULL for a number that is no type. */
+const char *fcgi_type_name(unsigned type);
+
+/* Writes a record header for clen (<= FCGI_MAX_CONTENT) content bytes. */
+void fcgi_header(char *out, enum fcgi_type type, uint16_t id, size_t clen);
+
+/*
+ * Writes BEGIN_REQUEST for the responder role, FCGI_BEGIN_LEN bytes:
+ * with keep_conn the application leaves the connection open after the
+ * request, for the next one.
+ */
+void fcgi_begin_request(char *out, uint16_t id, bool keep_conn);
+
+/*
+ * The PARAMS stream: name-value pairs, each length in one byte below 128
+ * and in four (high bit set) above, packed into records.  A pair is never
+ * split between two records unless it is larger than one record can hold:
+ * php-fpm, like other applications, parses each record on its own.
+ *
+ * The writer counts without writing when out is NULL, so a caller can
+ * size a buffer with the same calls that will fill it.
+ */
+struct fcgi_params {
+	char *out;			/* NULL: only count */
+	size_t len;			/* bytes of the stream so far */
+	size_t rec;			/* offset of the open record */
+	size_t clen;			/* its content bytes */
+	uint16_t id;
+	bool open;
+};
+
+/* The longest name or value a pair can carry (31-bit lengths). */
+#define FCGI_PAIR_MAX		0x7fffffffu
+
+void fcgi_params_init(struct fcgi_params *w, char *out, uint16_t id);
+
+/*
+ * Adds a pair whose value is the concatenation of the nv pieces.  With
+ * http set the name is a request header's, passed as CGI asks (RFC 3875
+ * section 4.1.18): "HTTP_", then the name in upper case with '-' as '_'.
+ * Returns false, writing nothing, when a length is over FCGI_PAIR_MAX.
+ */
+bool fcgi_params_add(struct fcgi_params *w, const char *name, size_t nlen,
+    bool http, const struct span *value, size_t nv);
+
+/* The same with a string value. */
+bool fcgi_params_str(struct fcgi_params *w, const char *name,
+    const char *value);
+
+/*
+ * Closes the open record and appends the empty PARAMS record that ends
+ * the stream.  Returns the length of everything written (or counted).
+ */
+size_t fcgi_params_end(struct fcgi_params *w);
+
+/*
+ * STDIN: the request body as records of at most FCGI_MAX_CONTENT bytes,
+ * then an empty one.  Writes the header of the next record for len body
+ * bytes still to send and returns how many of them it carries; with len 0
+ * it writes the empty record that ends the stream.
+ */
+size_t fcgi_stdin_header(char *out, uint16_t id, size_t len);
+
+/*
+ * The parser of the application's records for one request.
+ *
+ * fcgi_parse() consumes input until it has something to say, and returns:
+ * FCGI_R_STDOUT or FCGI_R_STDERR with *data, a piece of that stream (a
+ * span into buf, never empty; a record's content may come in several
+ * pieces), FCGI_R_END when END_REQUEST arrived complete, FCGI_R_AGAIN
+ * when all input was consumed, or FCGI_R_ERROR with p->error set.  *used
+ * says how many bytes of buf were consumed in each case.
+ *
+ * Strict: a version other than 1, a type that is not one, a type an
+ * application may not send here (anything but STDOUT, STDERR and
+ * END_REQUEST), another request id (management records included), an
+ * END_REQUEST whose length is not 8 or whose protocol status is not
+ * REQUEST_COMPLETE, a stream record after that stream's empty record, and
+ * any byte after END_REQUEST are errors: the caller answers 502 or aborts
+ * and closes the connection.  END_REQUEST may come without the empty
+ * STDOUT record before it.  Padding (0..255 bytes) is skipped.
+ */
+#define FCGI_R_ERROR	(-1)
+#define FCGI_R_AGAIN	0
+#define FCGI_R_STDOUT	1
+#define FCGI_R_STDERR	2
+#define FCGI_R_END	3
+
+struct fcgi_parser {
+	uint16_t id;
+	uint8_t state;
+	uint8_t type;			/* of the record being read */
+	uint8_t have;			/* header or END_REQUEST body bytes */
+	uint8_t pad;			/* padding bytes to skip */
+	uint16_t left;			/* content bytes to come */
+	bool stdout_closed;
+	bool stderr_closed;
+	uint8_t buf[FCGI_HEADER_LEN];
+	uint32_t app_status;		/* from END_REQUEST */
+	const char *error;
+};
+
+void fcgi_parser_init(struct fcgi_parser *p, uint16_t id);
+
+int fcgi_parse(struct fcgi_parser *p, const char *buf, size_t len,
+    size_t *used, struct span *data);
+
+/* True when the connection may end here: END_REQUEST was read. */
+bool fcgi_parse_done(const struct fcgi_parser *p);
+
+/* Why an end of stream here is an error, for the log; NULL when it is not. */
+const char *fcgi_parse_eof(const struct fcgi_parser *p);
+
+#endif
