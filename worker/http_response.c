@@ -234,11 +234,20 @@ connection(struct http_response *r, struct fields *f, struct span v)
 	return why == NULL ? HTTP_OK : fail(r, why);
 }
 
+/* The first line of a field the cache reads is kept in its span. */
+static void
+keep_span(struct http_response *r, const struct field_def *d, struct span v)
+{
+	struct span *s = (struct span *)(void *)((char *)r + d->span);
+
+	if (s->p == NULL)
+		*s = v;
+}
+
 static int
 field(struct http_response *r, struct fields *f, const struct http_header *h)
 {
 	const struct field_def *d = field_lookup(h->name.p, h->name.len);
-	struct span *s;
 
 	if (d == NULL)
 		return HTTP_OK;
@@ -250,14 +259,21 @@ field(struct http_response *r, struct fields *f, const struct http_header *h)
 	case F_CONNECTION:
 		return connection(r, f, h->value);
 	case F_SPAN:
-		s = (struct span *)(void *)((char *)r + d->span);
-		if (s->p == NULL)
-			*s = h->value;
+		keep_span(r, d, h->value);
 		break;
 	case F_OTHER:
 		break;
 	}
 	return HTTP_OK;
+}
+
+void
+http_response_keep_field(struct http_response *r, const struct http_header *h)
+{
+	const struct field_def *d = field_lookup(h->name.p, h->name.len);
+
+	if (d != NULL && d->f == F_SPAN)
+		keep_span(r, d, h->value);
 }
 
 /* Parses one "name: value" line at *pp, which ends in CRLF. */

@@ -97,6 +97,15 @@ ssize_t http_parse_response(struct http_response *r, const char *buf,
     size_t max_header_size, bool head_request);
 
 /*
+ * Keeps h in r's span for it when h is one of the fields the cache reads
+ * (Cache-Control, Expires, ETag ...) and the first of its name; for
+ * parsers of other response formats (CGI) that fill a struct
+ * http_response.
+ */
+void http_response_keep_field(struct http_response *r,
+    const struct http_header *h);
+
+/*
  * Finds the next header line named name (case-insensitive) from index *i,
  * which the caller sets to 0 first; p == NULL when there is no more.
  */
