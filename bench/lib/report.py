@@ -12,6 +12,10 @@ TARGETS = (
     ("proxy", "hit-4000b", "proxy cache hit 4000 B, CPU/request", 0.35),
     ("stampede", "cold", "stampede: 1 origin hit, p99 within origin "
      "delay + 10 ms", None),
+    ("fastcgi", "php-uncached", "FastCGI PHP page through php-fpm, "
+     "CPU/request", 0.7),
+    ("fastcgi", "php-cached", "FastCGI PHP page from the cache, "
+     "CPU/request", 0.5),
 )
 
 README_BEGIN = "<!-- targets:begin -->"

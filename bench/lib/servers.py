@@ -279,6 +279,55 @@ class Origin(Server):
         return n
 
 
+class PhpFpm(Server):
+    """php-fpm for the fastcgi suite: one pool on a unix socket in its
+    folder, pinned to the load generator's CPUs (its CPU time is counted
+    apart from the web server's).  Both web servers talk to the same
+    php-fpm, so they get the same pool settings.  As root the pool runs
+    as nobody (php-fpm refuses root); the folder is then opened to it."""
+
+    name = "php-fpm"
+
+    def version(self):
+        return first_line([self.path, "-v"]).split(" (")[0]
+
+    def start(self, suite, pool):
+        """pool: {directive: value} of the [bench] pool."""
+        self.prepare(suite)
+        self.socket = os.path.join(self.dir, "php.sock")
+        lines = ["[global]", "pid = %s/php-fpm.pid" % self.dir,
+                 "error_log = %s/error.log" % self.dir, "daemonize = no",
+                 "[bench]", "listen = " + self.socket,
+                 "listen.mode = 0666"]
+        if os.geteuid() == 0:
+            lines += ["user = nobody", "group = nogroup"]
+            for d in (self.ctx.workdir, os.path.join(self.ctx.workdir,
+                                                      suite), self.dir):
+                os.chmod(d, 0o755)
+        lines += ["%s = %s" % kv for kv in pool.items()]
+        conf = os.path.join(self.dir, "php-fpm.conf")
+        with open(conf, "w") as f:
+            f.write("\n".join(lines) + "\n")
+        out = os.path.join(self.dir, "output.log")
+        self._log = open(out, "w")
+        # -n: no php.ini, PHP's defaults, the same for every run.
+        self.proc = subprocess.Popen(
+            pinned(self.ctx.load_cpus, [self.path, "-F", "-n", "-y", conf]),
+            stdin=subprocess.DEVNULL, stdout=self._log,
+            stderr=subprocess.STDOUT, cwd=self.dir, start_new_session=True)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and self.proc.poll() is None:
+            try:
+                with socket.socket(socket.AF_UNIX) as s:
+                    s.connect(self.socket)
+                return
+            except OSError:
+                time.sleep(0.05)
+        self.stop()
+        raise ServerFailed("php-fpm: did not start: " + (
+            _tail(out) or _tail(os.path.join(self.dir, "error.log"))))
+
+
 def capture(port, path):
     """The exact bytes of one response to GET path, as wrk asks for it."""
     with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
@@ -360,13 +409,13 @@ def has_config(suite, name):
                                        % (suite, name)))
 
 
-def start_all(ctx, suite, extra):
-    """Starts every server found that has a config for the suite; the ones
-    that fail are left out with a note (corral's failure is also recorded
-    in ctx.failures)."""
+def start_all(ctx, suite, extra, skip=()):
+    """Starts every server found that has a config for the suite, but
+    those named in skip; the ones that fail are left out with a note
+    (corral's failure is also recorded in ctx.failures)."""
     running = []
     for srv in ctx.servers:
-        if not has_config(suite, srv.name):
+        if not has_config(suite, srv.name) or srv.name in skip:
             continue
         try:
             srv.start(suite, extra)
