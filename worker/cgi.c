@@ -77,41 +77,6 @@ find_end(struct http_response *r, const char *buf, size_t len, size_t *scan,
 	return fail(r, "CGI header block too large");
 }
 
-/* Splits one line ending at LF (after an optional CR) at *pp. */
-static const char *
-field_line(const char **pp, struct http_header *h)
-{
-	const char *p = *pp, *v, *e;
-
-	if (IS(*p, C_WS))
-		return "obs-fold in CGI header";
-	h->name.p = p;
-	while (IS(*p, C_TCHAR))
-		p++;
-	h->name.len = (size_t)(p - h->name.p);
-	if (*p != ':')
-		return *p == '\r' || *p == '\n' ? "missing colon in CGI header" :
-		    "invalid character in CGI field name";
-	if (h->name.len == 0)
-		return "empty field name in CGI header";
-	p++;
-	while (IS(*p, C_WS))
-		p++;
-	v = p;
-	while (IS(*p, C_VALUE))
-		p++;
-	if (*p == '\r')
-		p++;
-	if (*p != '\n')
-		return "invalid character in CGI field value";
-	for (e = p[-1] == '\r' ? p - 1 : p; e > v && IS(e[-1], C_WS); e--)
-		;
-	h->value.p = v;
-	h->value.len = (size_t)(e - v);
-	*pp = p + 1;
-	return NULL;
-}
-
 /* "Status: 3DIGIT [SP reason]". */
 static int
 status(struct http_response *r, struct span v)
@@ -165,7 +130,7 @@ parse_block(struct http_response *r, const char *buf, size_t maxheaders,
 	bool location = false;
 
 	while (*p != '\n' && !(p[0] == '\r' && p[1] == '\n')) {
-		if ((why = field_line(&p, &h)) != NULL)
+		if ((why = http_field_line_lf(&p, &h)) != NULL)
 			return fail(r, why);
 		if (field(r, &h, &location, maxheaders) == HTTP_ERROR)
 			return HTTP_ERROR;

@@ -159,8 +159,12 @@ http_content_length(struct span v, int64_t *cl)
 	return NULL;
 }
 
-const char *
-http_field_line(const char **pp, struct http_header *h)
+/*
+ * One field line; with lf, a bare LF may end it as well as CRLF (CGI).
+ * Inlined into both callers, so the HTTP one keeps its single test.
+ */
+static inline const char *
+field_line(const char **pp, struct http_header *h, bool lf)
 {
 	const char *p = *pp, *v, *e;
 
@@ -173,7 +177,7 @@ http_field_line(const char **pp, struct http_header *h)
 	if (*p != ':') {
 		if (IS(*p, C_WS))
 			return "whitespace before colon";
-		if (*p == '\r')
+		if (*p == '\r' || (lf && *p == '\n'))
 			return "missing colon in header";
 		return "invalid character in field name";
 	}
@@ -186,14 +190,29 @@ http_field_line(const char **pp, struct http_header *h)
 	v = p;
 	while (IS(*p, C_VALUE))
 		p++;
-	if (*p != '\r')
+	e = p;
+	if (*p == '\r')
+		p++;
+	else if (!lf || *p != '\n')
 		return "invalid character in field value";
-	for (e = p; e > v && IS(e[-1], C_WS); e--)
+	for (; e > v && IS(e[-1], C_WS); e--)
 		;
 	h->value.p = v;
 	h->value.len = (size_t)(e - v);
-	*pp = p + 2;
+	*pp = p + 1;
 	return NULL;
+}
+
+const char *
+http_field_line(const char **pp, struct http_header *h)
+{
+	return field_line(pp, h, false);
+}
+
+const char *
+http_field_line_lf(const char **pp, struct http_header *h)
+{
+	return field_line(pp, h, true);
 }
 
 const char *

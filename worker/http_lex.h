@@ -70,6 +70,9 @@ http_skip_ows(const char *p, const char *end)
  */
 const char *http_field_line(const char **pp, struct http_header *h);
 
+/* The same for a block whose lines may also end in a bare LF (CGI). */
+const char *http_field_line_lf(const char **pp, struct http_header *h);
+
 /*
  * Reads a Connection value: sets *close and *keepalive for those tokens.
  * Returns NULL, or why the value is malformed.
