@@ -381,6 +381,17 @@ again:
 	return FCGI_R_AGAIN;
 }
 
+void
+fcgi_parse_unread(struct fcgi_parser *p, size_t n)
+{
+	if (n == 0)
+		return;
+	/* Nothing was read after that piece but, at most, its padding
+	 * state: the record is in its content again. */
+	p->left = (uint16_t)(p->left + n);
+	p->state = P_CONTENT;
+}
+
 bool
 fcgi_parse_done(const struct fcgi_parser *p)
 {

@@ -151,6 +151,14 @@ void fcgi_parser_init(struct fcgi_parser *p, uint16_t id);
 int fcgi_parse(struct fcgi_parser *p, const char *buf, size_t len,
     size_t *used, struct span *data);
 
+/*
+ * Gives back the last n bytes of the piece of STDOUT or STDERR just
+ * returned, with *used reduced by n by the caller: the next call returns
+ * them again.  For a caller that found where its part of a stream ends
+ * (the CGI header) inside a piece.
+ */
+void fcgi_parse_unread(struct fcgi_parser *p, size_t n);
+
 /* True when the connection may end here: END_REQUEST was read. */
 bool fcgi_parse_done(const struct fcgi_parser *p);
 

@@ -670,3 +670,35 @@ Test(fcgi, stdout_in_large_records)
 	cr_assert_eq(o.consumed, pos);
 	cr_assert_eq(o.outlen, 2 * 65535);
 }
+
+/* A piece given back comes again, padding and all that follows intact. */
+Test(fcgi, unread)
+{
+	static const char in[] = HDR(STDOUT_REC, "\x01", "\x06", "\x02")
+	    "headbo" "PP" HDR(STDOUT_REC, "\x01", "\x02", "\x00") "dy"
+	    END_OK;
+	struct fcgi_parser p;
+	struct span data;
+	size_t used, pos = 0;
+	int rc;
+
+	fcgi_parser_init(&p, ID);
+	rc = fcgi_parse(&p, in, sizeof(in) - 1, &used, &data);
+	cr_assert_eq(rc, FCGI_R_STDOUT);
+	cr_assert_eq(data.len, 6);
+	/* "head" was the caller's; "bo" goes back. */
+	fcgi_parse_unread(&p, 2);
+	pos = used - 2;
+	rc = fcgi_parse(&p, in + pos, sizeof(in) - 1 - pos, &used, &data);
+	cr_assert_eq(rc, FCGI_R_STDOUT);
+	cr_assert_eq(data.len, 2);
+	cr_assert_eq(memcmp(data.p, "bo", 2), 0);
+	pos += used;
+	rc = fcgi_parse(&p, in + pos, sizeof(in) - 1 - pos, &used, &data);
+	cr_assert_eq(rc, FCGI_R_STDOUT);
+	cr_assert_eq(memcmp(data.p, "dy", 2), 0);
+	pos += used;
+	rc = fcgi_parse(&p, in + pos, sizeof(in) - 1 - pos, &used, &data);
+	cr_assert_eq(rc, FCGI_R_END);
+	cr_assert_eq(pos + used, sizeof(in) - 1);
+}
