@@ -149,6 +149,9 @@ static cfg_opt_t location_opts[] = {
 	CFG_INT_CB("cache_grace", HOUR, CFGF_NONE, cb_time),
 	CFG_STR_LIST_CB("purge_allow", "{}", CFGF_NONE, cb_purge),
 	CFG_BOOL("x_cache", cfg_true, CFGF_NONE),
+	CFG_BOOL("status", cfg_false, CFGF_NONE),
+	CFG_STR_LIST_CB("status_allow", "{127.0.0.1, ::1}", CFGF_NONE,
+	    cb_purge),
 	CFG_END()
 };
 
@@ -189,6 +192,7 @@ static cfg_opt_t opts[] = {
 	CFG_STR("error_log", "stderr", CFGF_NONE),
 	CFG_INT_CB("log_level", L_NOTICE, CFGF_NONE, cb_log_level),
 	CFG_STR("pid_file", "off", CFGF_NONE),
+	CFG_STR("stats_file", "auto", CFGF_NONE),
 	CFG_STR("user", NULL, CFGF_NODEFAULT),
 	CFG_STR("group", NULL, CFGF_NODEFAULT),
 	CFG_INT_CB("worker_shutdown_timeout", 60 * SEC, CFGF_NONE, cb_time),
@@ -736,8 +740,8 @@ cb_purge(cfg_t *cfg, cfg_opt_t *opt, const char *value, void *result)
 
 	if (inet_pton(af, value, a) != 1 ||
 	    inet_ntop(af, a, ld->result, sizeof(ld->result)) == NULL) {
-		cfg_error(cfg, "purge_allow \"%s\" is not a numeric address",
-		    value);
+		cfg_error(cfg, "%s \"%s\" is not a numeric address",
+		    opt->name, value);
 		return -1;
 	}
 	*(const char **)result = ld->result;
@@ -942,11 +946,17 @@ validate_location(cfg_t *cfg, cfg_opt_t *opt)
 {
 	cfg_t *sec = cfg_opt_getnsec(opt, cfg_opt_size(opt) - 1);
 
-	if (cfg_title(sec)[0] == '/')
-		return 0;
-	cfg_error(cfg, "location \"%s\" must start with '/'",
-	    cfg_title(sec));
-	return -1;
+	if (cfg_title(sec)[0] != '/') {
+		cfg_error(cfg, "location \"%s\" must start with '/'",
+		    cfg_title(sec));
+		return -1;
+	}
+	if (cfg_getbool(sec, "status") && cfg_getstr(sec, "proxy") != NULL) {
+		cfg_error(cfg, "location \"%s\" ending here has both proxy "
+		    "and status; it can be one of them", cfg_title(sec));
+		return -1;
+	}
+	return 0;
 }
 
 /* The upstream may be defined later in the file: check() looks it up. */
@@ -981,6 +991,7 @@ static const struct {
 	{ "server|location|proxy", validate_proxy },
 	{ "error_log",		validate_nonempty },
 	{ "pid_file",		validate_nonempty },
+	{ "stats_file",		validate_nonempty },
 	{ "user",		validate_nonempty },
 	{ "group",		validate_nonempty },
 	{ "listen",		validate_listen },
@@ -1253,6 +1264,30 @@ copy_path(const char *s, const char *none)
 	return copy(ld->tmp);
 }
 
+/*
+ * stats_file "auto" is the pid file's name with ".stats" for ".pid", so
+ * that corralctl finds both; no pid file, no stats file.
+ */
+static char *
+stats_file_path(const char *s, const char *pid_file)
+{
+	size_t n;
+
+	if (strcmp(s, "auto") != 0)
+		return copy_path(s, "off");
+	if (pid_file == NULL)
+		return NULL;
+	n = strlen(pid_file);
+	if (n > 4 && strcmp(pid_file + n - 4, ".pid") == 0)
+		n -= 4;
+	if (snprintf(ld->tmp, sizeof(ld->tmp), "%.*s.stats", (int)n,
+	    pid_file) >= (int)sizeof(ld->tmp)) {
+		fail(0, "path too long: %s", pid_file);
+		return NULL;
+	}
+	return copy(ld->tmp);
+}
+
 static char **
 copy_list(cfg_t *sec, const char *name, size_t *np)
 {
@@ -1295,6 +1330,8 @@ build_location_cache(cfg_t *ls, struct config_location *l)
 	for (i = 0; i < cfg_size(ls, "cache_stale"); i++)
 		l->cache_stale |= stale_bit(cfg_getnstr(ls, "cache_stale", i));
 	l->purge_allow = copy_list(ls, "purge_allow", &l->npurge_allow);
+	l->status = cfg_getbool(ls, "status");
+	l->status_allow = copy_list(ls, "status_allow", &l->nstatus_allow);
 }
 
 /* Kept longest prefix first, so the first match is the longest. */
@@ -1381,6 +1418,8 @@ build(cfg_t *cfg, struct config *cf)
 	cf->error_log = copy_path(cfg_getstr(cfg, "error_log"), "stderr");
 	cf->log_level = cfg_getint(cfg, "log_level");
 	cf->pid_file = copy_path(cfg_getstr(cfg, "pid_file"), "off");
+	cf->stats_file = stats_file_path(cfg_getstr(cfg, "stats_file"),
+	    cf->pid_file);
 	cf->user = copy(cfg_getstr(cfg, "user"));
 	cf->group = copy(cfg_getstr(cfg, "group"));
 	cf->worker_shutdown_timeout_ms =
@@ -1507,6 +1546,8 @@ config_free(struct config *cf)
 			free(cf->servers[i].locations[j].prefix);
 			free_list(cf->servers[i].locations[j].purge_allow,
 			    cf->servers[i].locations[j].npurge_allow);
+			free_list(cf->servers[i].locations[j].status_allow,
+			    cf->servers[i].locations[j].nstatus_allow);
 		}
 		free(cf->servers[i].locations);
 	}
@@ -1520,6 +1561,7 @@ config_free(struct config *cf)
 	free(cf->file);
 	free(cf->error_log);
 	free(cf->pid_file);
+	free(cf->stats_file);
 	free(cf->user);
 	free(cf->group);
 	free(cf->mime_types);

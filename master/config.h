@@ -72,6 +72,9 @@ struct config_location {
 	unsigned cache_stale;		/* CACHE_STALE_* */
 	char **purge_allow;		/* numeric addresses, canonical */
 	size_t npurge_allow;
+	bool status;			/* the status page (worker/status.c) */
+	char **status_allow;		/* who may see it, like purge_allow */
+	size_t nstatus_allow;
 };
 
 struct config_server {
@@ -103,6 +106,8 @@ struct config {
 	char *error_log;		/* absolute path, or NULL for stderr */
 	int log_level;			/* enum log_level */
 	char *pid_file;			/* absolute path, or NULL */
+	char *stats_file;		/* absolute path, or NULL: the
+					   counters are not a file */
 	char *user;			/* NULL: keep the user we started as */
 	char *group;
 	int worker_shutdown_timeout_ms;	/* 0: wait as long as it takes */

@@ -23,14 +23,18 @@ static void
 usage(FILE *out)
 {
 	fprintf(out,
-	    "usage: corral [-c FILE] [-t] [-f] [-q KEY] [-s [-j]] [-V] [-h]\n"
+	    "usage: corral [-c FILE] [-t] [-f] [-q KEY] [-s [-j]] "
+	    "[-T [-i SECS] [-n COUNT]] [-V] [-h]\n"
 	    "  -c FILE  configuration file (default %s/corral.conf)\n"
 	    "  -t       check the configuration and exit\n"
 	    "  -f       stay in the foreground\n"
-	    "  -q KEY   print a setting (pid_file, error_log, listen, workers,\n"
-	    "           user) as corral resolves it, and exit\n"
-	    "  -s       print the shared cache's counters (needs cache.path)\n"
+	    "  -q KEY   print a setting (pid_file, stats_file, error_log, listen,\n"
+	    "           workers, user) as corral resolves it, and exit\n"
+	    "  -s       print the counters from stats_file (and cache.path)\n"
 	    "  -j       with -s, print them as JSON\n"
+	    "  -T       print a summary of the counters\n"
+	    "  -i SECS  with -T, print it again every SECS seconds\n"
+	    "  -n COUNT with -i, that many times (default: until stopped)\n"
 	    "  -V       print the version and exit\n"
 	    "  -h       print this help and exit\n", SYSCONFDIR);
 }
@@ -66,6 +70,8 @@ query(const struct config *cf, const char *key)
 		printf("%s\n", cf->error_log ? cf->error_log : "stderr");
 	else if (strcmp(key, "workers") == 0)
 		printf("%d\n", cf->workers);
+	else if (strcmp(key, "stats_file") == 0)
+		printf("%s\n", cf->stats_file ? cf->stats_file : "");
 	else if (strcmp(key, "user") == 0)
 		printf("%s\n", cf->user ? cf->user : "");
 	else if (strcmp(key, "listen") == 0)
@@ -78,50 +84,20 @@ query(const struct config *cf, const char *key)
 	return 0;
 }
 
-/* Reads the counters straight from the cache file, like varnishstat. */
-static int
-print_stats(const struct config *cf, bool json)
-{
-	struct store_stats st;
-	char err[512];
-
-	if (cf->cache.size == 0 || cf->cache.path == NULL) {
-		fprintf(stderr, "corral: %s: the cache has no file (cache.path)"
-		    "; its counters cannot be read from outside\n", cf->file);
-		return 1;
-	}
-	if (store_stats_read_file(cf->cache.path, &st, err, sizeof(err))
-	    == -1) {
-		fprintf(stderr, "corral: %s: %s\n", cf->cache.path, err);
-		return 1;
-	}
-	for (size_t i = 0; i < store_counter_count; i++) {
-		const struct store_counter_info *ci = &store_counter_table[i];
-		uint64_t v;
-
-		memcpy(&v, (const char *)&st + ci->offset, sizeof(v));
-		if (json)
-			printf("%s\"%s\": %llu%s", i == 0 ? "{" : "",
-			    ci->name, (unsigned long long)v,
-			    i + 1 == store_counter_count ? "}\n" : ", ");
-		else
-			printf("%s %llu\n", ci->name, (unsigned long long)v);
-	}
-	return 0;
-}
-
 int
 main(int argc, char **argv)
 {
 	const char *path = SYSCONFDIR "/corral.conf", *key = NULL;
 	bool test = false, foreground = false, stats = false, json = false;
+	bool top = false;
+	int interval = 0, count = 0;
 	struct mime_table *mime;
 	struct runtime *rt;
 	struct config *cf;
 	int ch, rc;
 
 	proctitle_init(argc, argv);
-	while ((ch = getopt(argc, argv, "c:tfq:sjVh")) != -1) {
+	while ((ch = getopt(argc, argv, "c:tfq:sjTi:n:Vh")) != -1) {
 		switch (ch) {
 		case 'c':
 			path = optarg;
@@ -140,6 +116,21 @@ main(int argc, char **argv)
 			break;
 		case 'j':
 			json = true;
+			break;
+		case 'T':
+			top = true;
+			break;
+		case 'i':
+		case 'n':
+			if (ch == 'i')
+				interval = atoi(optarg);
+			else
+				count = atoi(optarg);
+			if (atoi(optarg) <= 0) {
+				fprintf(stderr, "corral: -%c needs a positive "
+				    "number\n", ch);
+				return 1;
+			}
 			break;
 		case 'V':
 			printf("corral/" PACKAGE_VERSION "\n");
@@ -160,8 +151,9 @@ main(int argc, char **argv)
 	cf = load(path, &mime);
 	if (cf == NULL)
 		return 1;
-	if (key != NULL || stats) {
-		rc = stats ? print_stats(cf, json) : query(cf, key);
+	if (key != NULL || stats || top) {
+		rc = top ? monitor_summary(cf, interval, count) :
+		    stats ? monitor_stats(cf, json) : query(cf, key);
 		mime_free(mime);
 		config_free(cf);
 		return rc;
@@ -193,7 +185,7 @@ main(int argc, char **argv)
 	rt = runtime_open(cf, mime, NULL);
 	if (rt == NULL)
 		return 1;
-	if (master_open_store(rt) == -1) {
+	if (master_open_stats(rt) == -1 || master_open_store(rt) == -1) {
 		runtime_free(rt);
 		return 1;
 	}

@@ -28,6 +28,7 @@
 #include "master/log.h"
 #include "master/master.h"
 #include "master/proctitle.h"
+#include "shm/stats.h"
 #include "shm/store.h"
 #include "worker/static.h"
 #include "worker/worker.h"
@@ -44,6 +45,7 @@ struct proc {
 	pid_t pid;			/* 0 while waiting to be respawned */
 	int slot;
 	int store_slot;			/* -1 when none is held */
+	int stats_slot;			/* -1 when none is held */
 	unsigned gen;
 	bool retiring;			/* told to finish and exit */
 	bool terminated;		/* SIGTERM sent: next is SIGKILL */
@@ -62,6 +64,7 @@ static bool stopping;
 static struct store *store;
 static bool *store_slot_used;
 static unsigned store_slots;
+static struct stats *stats;
 
 static uint64_t
 now_ms(void)
@@ -219,15 +222,87 @@ store_slot_take(void)
 	return -1;
 }
 
-/* A dead worker's pins, reservations and leases go back to the store. */
+/*
+ * A dead worker's pins, reservations and leases go back to the store, and
+ * its counters' slot, totals kept, to the next worker.
+ */
 static void
 store_slot_give(struct proc *p)
 {
+	if (p->stats_slot >= 0) {
+		stats_slot_give(stats, p->stats_slot);
+		p->stats_slot = -1;
+	}
 	if (p->store_slot < 0)
 		return;
 	store_reap_slot(store, (unsigned)p->store_slot);
 	store_slot_used[p->store_slot] = false;
 	p->store_slot = -1;
+}
+
+/* Counters ------------------------------------------------------------- */
+
+static unsigned
+rows_for(size_t n)
+{
+	return (unsigned)(n * 2 > 64 ? n * 2 : 64) + 1;
+}
+
+/* Gives each server block and upstream peer of rt its counters' row. */
+static int
+stats_rows(struct runtime *rt)
+{
+	const struct config *cf = rt->cf;
+	const struct config_upstream *u;
+	char name[192];
+
+	rt->server_row = calloc(cf->nservers, sizeof(unsigned));
+	rt->peer_row = calloc(cf->nupstreams + 1, sizeof(unsigned *));
+	if (rt->server_row == NULL || rt->peer_row == NULL)
+		return -1;
+	for (size_t i = 0; i < cf->nservers; i++)
+		rt->server_row[i] = stats_server_row(stats,
+		    cf->servers[i].names[0]);
+	for (size_t i = 0; i < cf->nupstreams; i++) {
+		u = &cf->upstreams[i];
+		rt->peer_row[i] = calloc(u->npeers, sizeof(unsigned));
+		if (rt->peer_row[i] == NULL)
+			return -1;
+		for (size_t j = 0; j < u->npeers; j++) {
+			snprintf(name, sizeof(name), "%s/%s", u->name,
+			    u->peers[j].text);
+			rt->peer_row[i][j] = stats_peer_row(stats, name);
+		}
+	}
+	rt->stats = stats;
+	return 0;
+}
+
+int
+master_open_stats(struct runtime *rt)
+{
+	const struct config *cf = rt->cf;
+	struct stats_options o;
+	size_t npeers = 0;
+	char err[512];
+
+	for (size_t i = 0; i < cf->nupstreams; i++)
+		npeers += cf->upstreams[i].npeers;
+	memset(&o, 0, sizeof(o));
+	o.path = cf->stats_file;
+	o.slots = store_slot_count(cf);
+	o.server_rows = rows_for(cf->nservers);
+	o.peer_rows = rows_for(npeers);
+	stats = stats_create(&o, err, sizeof(err));
+	if (stats == NULL) {
+		log_crit("%s: stats_file: %s", cf->file, err);
+		return -1;
+	}
+	if (stats_rows(rt) == -1) {
+		log_crit("counters: out of memory");
+		return -1;
+	}
+	return 0;
 }
 
 static bool
@@ -261,6 +336,7 @@ proc_add(int slot)
 	memset(p, 0, sizeof(*p));
 	p->slot = slot;
 	p->store_slot = -1;
+	p->stats_slot = -1;
 	p->gen = generation;
 	return p;
 }
@@ -279,6 +355,9 @@ spawn(struct proc *p)
 			return;
 		}
 	}
+	if (p->stats_slot < 0 && (p->stats_slot = stats_slot_take(stats)) < 0)
+		log_warn("worker %d has no counters' slot: what it serves is "
+		    "not counted", p->slot);
 	pid = fork();
 	if (pid == -1) {
 		log_at(L_ERROR, errno, "fork worker %d", p->slot);
@@ -287,6 +366,7 @@ spawn(struct proc *p)
 	}
 	if (pid == 0) {
 		int slot = p->slot, sslot = p->store_slot;
+		int cslot = p->stats_slot;
 		unsigned gen = p->gen;
 
 		/* Die with the master rather than serve unsupervised.
@@ -294,7 +374,7 @@ spawn(struct proc *p)
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		free(procs);
 		free(store_slot_used);
-		worker_main(rt_cur, slot, gen, sslot);
+		worker_main(rt_cur, slot, gen, sslot, cslot);
 	}
 	p->pid = pid;
 	p->started_ms = now_ms();
@@ -389,6 +469,7 @@ reap(void)
 		}
 		log_death(p, status);
 		p->pid = 0;
+		stats_master_respawned(stats);
 		schedule_respawn(p);
 	}
 }
@@ -508,6 +589,11 @@ reload(void)
 		return;
 	}
 	rt->store = store;
+	if (stats_rows(rt) == -1) {
+		log_error("counters: out of memory; reload aborted");
+		runtime_retire(rt, rt_cur);
+		return;
+	}
 	if (cache_changed(&rt->cf->cache, &rt_cur->cf->cache))
 		log_warn("%s: the cache section changed; the running cache "
 		    "keeps its old settings until a restart", rt->cf->file);
@@ -528,6 +614,8 @@ reload(void)
 		log_crit("could not start all workers of generation %u",
 		    generation);
 	retire_all(generation - 1);
+	stats_master_reloaded(stats, generation, (unsigned)rt_cur->cf->workers,
+	    true);
 	log_notice("reloaded %s: generation %u, %d workers", rt_cur->cf->file,
 	    generation, rt_cur->cf->workers);
 }
@@ -634,6 +722,8 @@ master_run(struct runtime *rt, bool foreground)
 	if (!foreground)
 		daemonize();
 	generation = 1;
+	stats_master_reloaded(stats, generation, (unsigned)rt->cf->workers,
+	    false);
 	if (spawn_generation() == -1)
 		return 1;
 	if (rt->cf->pid_file != NULL && pidfile_write(rt->cf->pid_file) == -1) {
@@ -667,6 +757,7 @@ master_run(struct runtime *rt, bool foreground)
 		store_destroy(store);
 		free(store_slot_used);
 	}
+	stats_destroy(stats);
 	runtime_free(rt_cur);
 	return 0;
 }

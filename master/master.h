@@ -12,6 +12,7 @@
 
 struct config;
 struct mime_table;
+struct stats;
 struct store;
 
 /*
@@ -26,6 +27,9 @@ struct runtime {
 	int *access_fds;		/* one per cf->servers, -1 when off */
 	struct store *store;		/* shared by every generation; NULL
 					   when cache.size is 0 */
+	struct stats *stats;		/* the counters, always there */
+	unsigned *server_row;		/* per cf->servers: its stats row */
+	unsigned **peer_row;		/* [upstream][peer]: its stats row */
 	bool drop_privileges;		/* started as root: workers switch */
 	uid_t uid;
 	gid_t gid;
@@ -63,6 +67,18 @@ int master_open_store(struct runtime *rt);
  * the sockets are bound, so a signal that comes early waits for the loop.
  */
 void master_block_signals(void);
+
+/*
+ * Makes the counters' mapping (shm/stats.h) before anything forks; -1 with
+ * a message in the log when it cannot be had.
+ */
+int master_open_stats(struct runtime *rt);
+
+/* corral -s: the counters from the stats (and cache) file; exit status. */
+int monitor_stats(const struct config *cf, bool json);
+
+/* corral -T: a summary every interval seconds, count times (0: forever). */
+int monitor_summary(const struct config *cf, int interval, int count);
 
 /* Runs the master loop until the server stops; returns the exit status. */
 int master_run(struct runtime *rt, bool foreground);

@@ -235,6 +235,10 @@ runtime_free(struct runtime *rt)
 {
 	if (rt == NULL)
 		return;
+	for (size_t i = 0; rt->peer_row != NULL && i < rt->cf->nupstreams; i++)
+		free(rt->peer_row[i]);
+	free(rt->peer_row);
+	free(rt->server_row);
 	mime_free(rt->mime);
 	config_free(rt->cf);
 	free(rt->listen_fds);

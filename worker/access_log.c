@@ -13,6 +13,7 @@
 #include "master/log.h"
 #include "master/master.h"
 #include "worker/conn_impl.h"
+#include "worker/status.h"
 
 #define ALOG_BUF	(32 * 1024)
 
@@ -113,6 +114,7 @@ resp_done(struct conn *c, int status, uint64_t body_bytes)
 	size_t n;
 	int rc;
 
+	status_count(c, status, body_bytes);
 	al = &alogs[c->srv];
 	if (al->fd == -1)
 		return;

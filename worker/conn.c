@@ -24,6 +24,7 @@
 #include "master/log.h"
 #include "worker/conn_impl.h"
 #include "worker/proxy.h"
+#include "worker/status.h"
 
 #define QUIT_IDLE_GRACE_MS 1000
 
@@ -123,6 +124,8 @@ timer_cb(evutil_socket_t fd, short what, void *arg)
 	struct conn *c = arg;
 
 	worker_update_time();
+	if (c->timer != T_IDLE && c->timer != T_LINGER)
+		STATS_INC(conn_timeouts);
 	switch (c->timer) {
 	case T_HEADER:
 		log_info("client %s timed out sending a request header",
@@ -167,6 +170,16 @@ req_forget(struct conn *c)
 	c->req.nheaders = 0;
 }
 
+/* Counts the connection as writing a response, or no longer. */
+static void
+conn_set_busy(struct conn *c, bool on)
+{
+	if (c->busy == on)
+		return;
+	c->busy = on;
+	stats_me.w[STAT_conn_writing] += on ? 1 : (uint64_t)-1;
+}
+
 /* Idle list, so a graceful stop can close idle keep-alive connections. */
 static void
 idle_set(struct conn *c, bool on)
@@ -174,6 +187,7 @@ idle_set(struct conn *c, bool on)
 	if (c->idle == on)
 		return;
 	c->idle = on;
+	stats_me.w[STAT_conn_idle] += on ? 1 : (uint64_t)-1;
 	if (on) {
 		c->idle_since_ms = worker.now_ms;
 		c->idle_prev = NULL;
@@ -228,6 +242,8 @@ static void
 conn_drained(struct conn *c)
 {
 	event_del(&c->wev);
+	if (c->px == NULL)
+		conn_set_busy(c, false);
 	if (c->px != NULL) {
 		/* The proxied response goes on: its upstream times it. */
 		if (c->state != CS_BODY) {
@@ -424,6 +440,8 @@ parse_one(struct conn *c)
 	ssize_t n;
 	int rc;
 
+	if (c->scan == 0)
+		c->req_start_us = worker.now_us;
 	n = http_parse_request(r, c->ibuf + c->ipos, c->ilen - c->ipos,
 	    &c->scan, worker.headers, worker.cf->max_headers,
 	    &worker.limits);
@@ -433,6 +451,7 @@ parse_one(struct conn *c)
 		return false;
 	}
 	c->head = false;
+	conn_set_busy(c, true);
 	if (n == HTTP_ERROR) {
 		log_info("client %s: %d: %s", c->peer, r->status,
 		    r->error ? r->error : "bad request");
@@ -451,7 +470,10 @@ parse_one(struct conn *c)
 	has_body = r->content_length > 0 || r->chunked;
 	if (has_body && !body_begin(c))
 		return false;
-	if ((l = request_location(c)) != NULL) {
+	if ((l = request_location(c)) != NULL && l->status) {
+		status_serve(c, l);
+		answered = true;
+	} else if (l != NULL) {
 		rc = proxy_start(c, l, &c->px);
 		if (rc < 0) {
 			c->keepalive = false;
@@ -612,6 +634,7 @@ read_cb(evutil_socket_t fd, short what, void *arg)
 	}
 	n = recv(c->fd, c->ibuf + c->ilen, c->isize - c->ilen, 0);
 	if (n > 0) {
+		STATS_ADD(bytes_in, n);
 		c->ilen += (size_t)n;
 		conn_process(c);
 		return;
@@ -656,6 +679,8 @@ conn_accept(int fd, const struct sockaddr *sa, socklen_t salen,
 		return;
 	}
 	memset(c, 0, offsetof(struct conn, ibuf_inline));
+	STATS_INC(conn_accepted);
+	STATS_INC(conn_active);
 	c->fd = fd;
 	c->ibuf = c->ibuf_inline;
 	c->isize = sizeof(c->ibuf_inline);
@@ -690,6 +715,8 @@ conn_close(struct conn *c)
 	if (px != NULL)
 		proxy_cancel(px);
 	idle_set(c, false);
+	conn_set_busy(c, false);
+	STATS_DEC(conn_active);
 	if (c->all_prev != NULL)
 		c->all_prev->all_next = c->all_next;
 	else

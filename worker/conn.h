@@ -42,6 +42,7 @@ struct worker {
 	/* "Server: ...\r\nDate: ...\r\n", rebuilt once a second. */
 	time_t now;
 	uint64_t now_ms;
+	uint64_t now_us;		/* the same, in microseconds */
 	char common[128];
 	size_t common_len;
 	char log_time[32];		/* "30/Nov/2026:08:00:00 +0000" */

@@ -15,6 +15,7 @@
 #include <sys/types.h>
 #include <event2/event_struct.h>
 
+#include "shm/stats.h"
 #include "shm/store.h"
 #include "worker/conn.h"
 #include "worker/http.h"
@@ -65,7 +66,9 @@ struct conn {
 	bool head;
 	bool broken;		/* out of memory building a response */
 	bool rpaused;		/* not reading: the proxy is full */
+	bool busy;		/* counted as writing a response */
 	unsigned nreq;
+	uint64_t req_start_us;	/* when the request's first byte came */
 	struct event rev;
 	struct event wev;
 	struct event tev;

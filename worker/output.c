@@ -235,6 +235,7 @@ out_flush(struct conn *c)
 			return -1;
 		if (n == 0)
 			return 1;
+		STATS_ADD(bytes_out, n);
 		out_advance(c, (size_t)n);
 	}
 	out_reset(c);

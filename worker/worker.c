@@ -22,6 +22,7 @@
 #include "master/log.h"
 #include "master/master.h"
 #include "master/proctitle.h"
+#include "shm/stats.h"
 #include "shm/store.h"
 #include "worker/conn.h"
 #include "worker/proxy.h"
@@ -47,8 +48,8 @@ worker_update_time(void)
 	int n;
 
 	event_base_gettimeofday_cached(worker.base, &tv);
-	worker.now_ms = (uint64_t)tv.tv_sec * 1000 +
-	    (uint64_t)tv.tv_usec / 1000;
+	worker.now_us = (uint64_t)tv.tv_sec * 1000000 + (uint64_t)tv.tv_usec;
+	worker.now_ms = worker.now_us / 1000;
 	if (tv.tv_sec == worker.now)
 		return;
 	worker.now = tv.tv_sec;
@@ -227,7 +228,7 @@ wake_cb(evutil_socket_t fd, short what, void *arg)
 
 void
 worker_main(const struct runtime *rt, int slot, unsigned gen,
-    int store_slot)
+    int store_slot, int stats_slot)
 {
 	static const char tokens_on[] = "Server: corral/" PACKAGE_VERSION
 	    "\r\n";
@@ -256,6 +257,8 @@ worker_main(const struct runtime *rt, int slot, unsigned gen,
 			    store_slot);
 		worker.store = rt->store;
 	}
+	if (stats_attach(rt->stats, stats_slot, &stats_me) == -1)
+		fatal("counters");
 	drop_privileges(rt);
 
 	worker.rt = rt;

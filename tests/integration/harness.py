@@ -583,7 +583,12 @@ class Corral:
         for s in self.servers:
             out.append('server {')
             for k, v in s.items():
-                if v is not None:
+                if isinstance(v, dict):	# 'location "/x"': {...}
+                    out.append('  %s {' % k)
+                    out.extend('    %s = %s' % (sk, self.value(sk, sv))
+                               for sk, sv in v.items() if sv is not None)
+                    out.append('  }')
+                elif v is not None:
                     out.append('  %s = %s' % (k, self.value(k, v)))
             out.append('}')
         return '\n'.join(out) + '\n'

@@ -331,8 +331,12 @@ class CorralctlTest(CorralTestCase):
         self.wait_named_workers(pid, 2, 1)
         p = self.ctl(c, 'status')
         self.assertEqual(p.returncode, 0, p.stderr)
-        self.assertEqual(p.stdout, 'corral is running (pid %d), 2 workers, '
-                         'generation 1\n' % pid)
+        first, _, summary = p.stdout.partition('\n')
+        self.assertEqual(first, 'corral is running (pid %d), 2 workers, '
+                         'generation 1' % pid)
+        # Then the counters' summary, from the stats file.
+        self.assertRegex(summary, r'\ncorral/\S+ +master %d ' % pid)
+        self.assertRegex(summary, r'\nrequests +\d+ total')
 
     def test_status_not_running(self):
         c = self.server()
@@ -439,7 +443,8 @@ class CorralctlTest(CorralTestCase):
         self.wait_named_workers(pid, 1, 2)
         self.assertServes(c)
         st = wait_until(lambda: re.match(RUNNING_RE,
-                                         self.ctl(c, 'status').stdout), 10)
+                                         self.ctl(c, 'status').stdout,
+                                         re.M), 10)
         self.assertTrue(st)
         self.assertEqual(st.groups(), (str(pid), '1', '2'))
 
@@ -458,9 +463,9 @@ class CorralctlTest(CorralTestCase):
         self.assertTrue(same_process(busy, busy_start),
                         'the old worker left during the test')
         self.assertEqual(comm(busy), 'corral g1 w0')
-        self.assertEqual((p.returncode, p.stdout),
+        self.assertEqual((p.returncode, p.stdout.split('\n')[0]),
                          (0, 'corral is running (pid %d), 3 workers, '
-                          'generation 2\n' % pid))
+                          'generation 2' % pid))
 
     def test_graceful_bad_config_not_signalled(self):
         for cmd in ('reload', 'graceful'):
