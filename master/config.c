@@ -31,6 +31,7 @@
 
 #include "master/config.h"
 #include "master/log.h"
+#include "worker/log_format.h"
 
 #define KB		1024ULL
 #define MB		(1024 * KB)
@@ -160,6 +161,7 @@ static cfg_opt_t server_opts[] = {
 	CFG_STR_CB("root", NULL, CFGF_NODEFAULT, cb_root),
 	CFG_STR_LIST_CB("index", "{index.html}", CFGF_NONE, cb_index),
 	CFG_STR("access_log", "off", CFGF_NONE),
+	CFG_STR("access_log_format", "combined", CFGF_NONE),
 	CFG_SEC("location", location_opts,
 	    CFGF_MULTI | CFGF_TITLE | CFGF_NO_TITLE_DUPES),
 	CFG_END()
@@ -173,6 +175,12 @@ static cfg_opt_t upstream_opts[] = {
 	CFG_INT_CB("send_timeout", 30 * SEC, CFGF_NONE, cb_time),
 	CFG_INT_CB("max_fails", 3, CFGF_NONE, cb_count),
 	CFG_INT_CB("fail_timeout", 10 * SEC, CFGF_NONE, cb_time),
+	CFG_END()
+};
+
+static cfg_opt_t log_format_opts[] = {
+	CFG_STR("format", NULL, CFGF_NODEFAULT),
+	CFG_STR("escape", "default", CFGF_NONE),
 	CFG_END()
 };
 
@@ -229,6 +237,9 @@ static cfg_opt_t opts[] = {
 	CFG_INT_CB("file_cache_inactive", 60 * SEC, CFGF_NONE, cb_time),
 	CFG_INT_CB("file_cache_max_size", 64 * KB, CFGF_NONE, cb_size),
 
+	CFG_INT_CB("log_flush", 1 * SEC, CFGF_NONE, cb_time),
+	CFG_SEC("log_format", log_format_opts,
+	    CFGF_MULTI | CFGF_TITLE | CFGF_NO_TITLE_DUPES),
 	CFG_SEC("cache", cache_opts, CFGF_NONE),
 	CFG_SEC("upstream", upstream_opts,
 	    CFGF_MULTI | CFGF_TITLE | CFGF_NO_TITLE_DUPES),
@@ -942,6 +953,50 @@ validate_upstream(cfg_t *cfg, cfg_opt_t *opt)
 }
 
 static int
+escape_of(const char *word)
+{
+	return strcmp(word, "default") == 0 ? LOG_ESC_DEFAULT :
+	    strcmp(word, "json") == 0 ? LOG_ESC_JSON :
+	    strcmp(word, "none") == 0 ? LOG_ESC_NONE : -1;
+}
+
+/* A log_format compiles, and does not redefine a built-in one. */
+static int
+validate_log_format(cfg_t *cfg, cfg_opt_t *opt)
+{
+	cfg_t *sec = cfg_opt_getnsec(opt, cfg_opt_size(opt) - 1);
+	const char *src = cfg_getstr(sec, "format");
+	struct log_format *f;
+	char err[160];
+	int esc;
+
+	for (size_t i = 0; i < log_format_nbuiltins; i++)
+		if (strcmp(cfg_title(sec), log_format_builtins[i].name) == 0) {
+			cfg_error(cfg, "log_format \"%s\" ending here is "
+			    "built in and cannot be redefined",
+			    cfg_title(sec));
+			return -1;
+		}
+	if (src == NULL) {
+		cfg_error(cfg, "log_format \"%s\" ending here has no format",
+		    cfg_title(sec));
+		return -1;
+	}
+	if ((esc = escape_of(cfg_getstr(sec, "escape"))) < 0) {
+		cfg_error(cfg, "log_format \"%s\": escape must be default, "
+		    "json or none", cfg_title(sec));
+		return -1;
+	}
+	if ((f = log_format_compile(src, esc, err, sizeof(err))) == NULL) {
+		cfg_error(cfg, "log_format \"%s\" ending here: %s",
+		    cfg_title(sec), err);
+		return -1;
+	}
+	log_format_free(f);
+	return 0;
+}
+
+static int
 validate_location(cfg_t *cfg, cfg_opt_t *opt)
 {
 	cfg_t *sec = cfg_opt_getnsec(opt, cfg_opt_size(opt) - 1);
@@ -987,6 +1042,7 @@ static const struct {
 	cfg_validate_callback_t fn;
 } validators[] = {
 	{ "upstream",		validate_upstream },
+	{ "log_format",		validate_log_format },
 	{ "server|location",	validate_location },
 	{ "server|location|proxy", validate_proxy },
 	{ "error_log",		validate_nonempty },
@@ -1001,6 +1057,7 @@ static const struct {
 	{ "server",		validate_server },
 	{ "cache|stripes",	validate_stripes },
 	{ "server|access_log",	validate_nonempty },
+	{ "server|access_log_format", validate_nonempty },
 };
 
 static void
@@ -1213,6 +1270,39 @@ check_proxies(cfg_t *cfg)
 	}
 }
 
+/* The index of a log format: built-in ones first, then the file's. */
+static int
+find_log_format(cfg_t *cfg, const char *name)
+{
+	size_t i;
+
+	for (i = 0; i < log_format_nbuiltins; i++)
+		if (strcmp(log_format_builtins[i].name, name) == 0)
+			return (int)i;
+	for (i = 0; i < cfg_size(cfg, "log_format"); i++)
+		if (strcmp(cfg_title(cfg_getnsec(cfg, "log_format", i)),
+		    name) == 0)
+			return (int)(log_format_nbuiltins + i);
+	return -1;
+}
+
+/* Every access_log_format names a format, defined anywhere in the file. */
+static void
+check_log_formats(cfg_t *cfg)
+{
+	const char *name;
+	cfg_t *sec;
+
+	for (size_t i = 0; i < cfg_size(cfg, "server") && !ld->failed; i++) {
+		sec = cfg_getnsec(cfg, "server", i);
+		name = cfg_getstr(sec, "access_log_format");
+		if (find_log_format(cfg, name) < 0)
+			fail(sec->line, "access_log_format \"%s\": no "
+			    "log_format has that name (built in: combined, "
+			    "common, timed, json)", name);
+	}
+}
+
 /* Checks that need the whole file; their options may come in any order. */
 static int
 check(cfg_t *cfg)
@@ -1236,6 +1326,8 @@ check(cfg_t *cfg)
 		    format_value(b, sizeof(b), U_SIZE, req));
 	if (!ld->failed)
 		check_proxies(cfg);
+	if (!ld->failed)
+		check_log_formats(cfg);
 	return ld->failed ? -1 : 0;
 }
 
@@ -1391,7 +1483,43 @@ build_server(cfg_t *sec, struct config_server *s)
 	s->root = copy(cfg_getstr(sec, "root"));
 	s->index = copy_list(sec, "index", &s->nindex);
 	s->access_log = copy_path(cfg_getstr(sec, "access_log"), "off");
+	s->log_format = (size_t)find_log_format(ld->cfg,
+	    cfg_getstr(sec, "access_log_format"));
 	build_locations(sec, s);
+}
+
+/* Built-in formats, then the file's, each compiled once for the workers. */
+static void
+build_log_formats(cfg_t *cfg, struct config *cf)
+{
+	size_t i, n = log_format_nbuiltins + cfg_size(cfg, "log_format");
+	struct config_log_format *f;
+	char err[160];
+	cfg_t *sec;
+
+	cf->log_flush_ms = cfg_getint(cfg, "log_flush");
+	if ((cf->log_formats = calloc(n, sizeof(*cf->log_formats))) == NULL) {
+		ld->oom = true;
+		return;
+	}
+	cf->nlog_formats = n;
+	for (i = 0; i < n; i++) {
+		f = &cf->log_formats[i];
+		if (i < log_format_nbuiltins) {
+			f->name = copy(log_format_builtins[i].name);
+			f->fmt = log_format_compile(log_format_builtins[i].src,
+			    log_format_builtins[i].esc, err, sizeof(err));
+		} else {
+			sec = cfg_getnsec(cfg, "log_format",
+			    i - log_format_nbuiltins);
+			f->name = copy(cfg_title(sec));
+			f->fmt = log_format_compile(cfg_getstr(sec, "format"),
+			    escape_of(cfg_getstr(sec, "escape")), err,
+			    sizeof(err));
+		}
+		if (f->fmt == NULL)
+			ld->oom = true;	/* validated: only memory fails */
+	}
 }
 
 static void
@@ -1460,6 +1588,7 @@ build(cfg_t *cfg, struct config *cf)
 	cf->file_cache_max_size = cfg_getint(cfg, "file_cache_max_size");
 
 	build_cache(cfg_getsec(cfg, "cache"), &cf->cache);
+	build_log_formats(cfg, cf);
 
 	cf->nupstreams = cfg_size(cfg, "upstream");
 	if (cf->nupstreams > 0 && (cf->upstreams = calloc(cf->nupstreams,
@@ -1556,6 +1685,11 @@ config_free(struct config *cf)
 		free(cf->upstreams[i].peers);
 	}
 	free(cf->upstreams);
+	for (i = 0; cf->log_formats != NULL && i < cf->nlog_formats; i++) {
+		free(cf->log_formats[i].name);
+		log_format_free(cf->log_formats[i].fmt);
+	}
+	free(cf->log_formats);
 	free(cf->servers);
 	free(cf->listen);
 	free(cf->file);

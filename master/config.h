@@ -84,8 +84,17 @@ struct config_server {
 	char **index;
 	size_t nindex;
 	char *access_log;		/* absolute path, or NULL when "off" */
+	size_t log_format;		/* in config.log_formats */
 	struct config_location *locations;	/* longest prefix first */
 	size_t nlocations;
+};
+
+struct log_format;
+
+/* A named access log format (worker/log_format.h), compiled. */
+struct config_log_format {
+	char *name;
+	struct log_format *fmt;
 };
 
 /* The shared-memory store (shm/store.h). */
@@ -146,6 +155,10 @@ struct config {
 	size_t file_cache_max_size;	/* files up to this are kept in memory */
 
 	struct config_cache cache;
+
+	struct config_log_format *log_formats;	/* built-in ones first */
+	size_t nlog_formats;
+	int log_flush_ms;		/* 0: every line written at once */
 
 	struct config_upstream *upstreams;
 	size_t nupstreams;

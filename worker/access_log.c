@@ -1,55 +1,43 @@
 /*
  * The access log: one buffer per server block, filled with whole lines in
- * the combined format and written when full or once a second.
+ * the server's log_format (worker/log_format.h) and written when full,
+ * every log_flush, and before the worker exits, so a graceful stop or a
+ * reload loses no line.  With log_flush = 0 each line is written at once.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "master/config.h"
 #include "master/log.h"
 #include "master/master.h"
 #include "worker/conn_impl.h"
+#include "worker/log_format.h"
 #include "worker/status.h"
 
 #define ALOG_BUF	(32 * 1024)
+#define ALOG_LINE	8192
 
 struct alog {
 	int fd;
+	const struct log_format *fmt;
 	size_t len;
 	char buf[ALOG_BUF];
 };
 
 static struct alog *alogs;
-
-static size_t
-alog_escape(char *dst, size_t room, struct span s)
-{
-	static const char hex[] = "0123456789ABCDEF";
-	size_t i, n = 0;
-
-	if (s.p == NULL || s.len == 0) {
-		if (room > 0)
-			dst[n++] = '-';
-		return n;
-	}
-	for (i = 0; i < s.len && n + 4 < room; i++) {
-		unsigned char ch = (unsigned char)s.p[i];
-
-		if (ch < 0x20 || ch == '"' || ch == '\\' || ch >= 0x7f) {
-			dst[n++] = '\\';
-			dst[n++] = 'x';
-			dst[n++] = hex[ch >> 4];
-			dst[n++] = hex[ch & 15];
-		} else {
-			dst[n++] = (char)ch;
-		}
-	}
-	return n;
-}
+static struct event *flush_ev;
+static uint64_t id_base;		/* random per worker, for $request_id */
+static uint64_t id_next;
+static char time_iso[32];		/* "2026-11-30T08:00:00+00:00" */
+static time_t time_iso_at = -1;
+static int my_pid;
 
 static void
 alog_write(struct alog *al)
@@ -67,6 +55,12 @@ access_log_flush(void)
 	for (size_t i = 0; i < worker.cf->nservers; i++)
 		if (alogs[i].fd != -1)
 			alog_write(&alogs[i]);
+}
+
+static void
+flush_cb(evutil_socket_t fd, short what, void *arg)
+{
+	access_log_flush();
 }
 
 void
@@ -96,56 +90,118 @@ void
 access_log_init(void)
 {
 	const struct config *cf = worker.cf;
+	struct timeval tv;
 
 	alogs = calloc(cf->nservers, sizeof(*alogs));
 	if (alogs == NULL)
 		fatal("calloc");
-	for (size_t i = 0; i < cf->nservers; i++)
+	for (size_t i = 0; i < cf->nservers; i++) {
 		alogs[i].fd = worker.rt->access_fds[i];
+		alogs[i].fmt = cf->log_formats[cf->servers[i].log_format].fmt;
+	}
+	my_pid = (int)getpid();
+	if (getrandom(&id_base, sizeof(id_base), 0) != sizeof(id_base))
+		id_base = (uint64_t)getpid() << 32 ^ (uint64_t)time(NULL);
+	if (cf->log_flush_ms == 0)
+		return;
+	tv.tv_sec = cf->log_flush_ms / 1000;
+	tv.tv_usec = (cf->log_flush_ms % 1000) * 1000;
+	flush_ev = event_new(worker.base, -1, EV_PERSIST, flush_cb, NULL);
+	if (flush_ev == NULL || event_add(flush_ev, &tv) == -1)
+		fatalx("access log timer");
 }
 
-/* Combined log format, buffered and written in whole lines. */
+/* The ISO 8601 local time, made once a second at most. */
+static const char *
+iso_time(void)
+{
+	struct tm tm;
+
+	if (time_iso_at != worker.now) {
+		time_iso_at = worker.now;
+		localtime_r(&worker.now, &tm);
+		strftime(time_iso, sizeof(time_iso), "%Y-%m-%dT%H:%M:%S%z",
+		    &tm);
+		/* +0000 -> +00:00, as nginx writes it */
+		size_t n = strlen(time_iso);
+
+		if (n >= 5 && n + 1 < sizeof(time_iso)) {
+			memmove(time_iso + n - 1, time_iso + n - 2, 3);
+			time_iso[n - 2] = ':';
+		}
+	}
+	return time_iso;
+}
+
+static struct span
+span_of(const char *s)
+{
+	return (struct span){ s, s ? strlen(s) : 0 };
+}
+
+/* What the line of this response says, gathered from the connection. */
+static void
+gather(const struct conn *c, const struct log_format *f, int status,
+    uint64_t body_bytes, struct log_values *v)
+{
+	const struct http_request *r = &c->req;
+	bool req = r->method_name.p != NULL;
+
+	memset(v, 0, sizeof(*v));
+	v->remote_addr = span_of(c->peer);
+	if (req) {
+		v->method = r->method_name;
+		v->target = r->target;
+		v->version = r->version;
+		v->host = r->host;
+		v->referer = http_header_get(r, "Referer");
+		v->user_agent = http_header_get(r, "User-Agent");
+	}
+	v->server_name = worker.cf->servers[c->srv].names[0];
+	v->status = status;
+	v->body_bytes = body_bytes;
+	v->request_time_us = worker.now_us > c->req_start_us ?
+	    worker.now_us - c->req_start_us : 0;
+	v->time_local = worker.log_time;
+	if (log_format_uses(f, LOG_V_time_iso8601))
+		v->time_iso8601 = iso_time();
+	v->now_ms = worker.now_ms;
+	v->upstream_addr = span_of(c->log.upstream_addr);
+	v->upstream_status = c->log.upstream_status;
+	v->upstream_connect_us = c->log.upstream_connect_us - 1;
+	v->upstream_response_us = c->log.upstream_response_us - 1;
+	v->cache_status = span_of(c->log.cache_status);
+	v->ssl_protocol = span_of(c->tls_protocol);
+	if (log_format_uses(f, LOG_V_request_id))
+		snprintf(v->request_id, sizeof(v->request_id),
+		    "%016" PRIx64 "%016" PRIx64, id_base, ++id_next);
+	v->connection = c->serial;
+	v->connection_requests = c->nreq;
+	v->pid = my_pid;
+}
+
+/* Counts the response, then logs it: buffered, in whole lines. */
 void
 resp_done(struct conn *c, int status, uint64_t body_bytes)
 {
-	struct http_request *r = &c->req;
-	char line[4096];
+	struct log_values v;
+	char line[ALOG_LINE];
 	struct alog *al;
 	size_t n;
-	int rc;
 
 	status_count(c, status, body_bytes);
 	al = &alogs[c->srv];
-	if (al->fd == -1)
-		return;
-	rc = snprintf(line, sizeof(line), "%s - - [%s] \"", c->peer,
-	    worker.log_time);
-	n = (size_t)rc;
-	if (r->method_name.p != NULL) {
-		n += alog_escape(line + n, sizeof(line) - n - 200,
-		    r->method_name);
-		line[n++] = ' ';
-		n += alog_escape(line + n, sizeof(line) - n - 200, r->target);
-		n += (size_t)snprintf(line + n, sizeof(line) - n,
-		    " HTTP/1.%d", r->version == 10 ? 0 : 1);
+	if (al->fd != -1) {
+		gather(c, al->fmt, status, body_bytes, &v);
+		n = log_format_render(al->fmt, &v, line, sizeof(line));
+		if (al->len + n > sizeof(al->buf))
+			alog_write(al);
+		memcpy(al->buf + al->len, line, n);
+		al->len += n;
+		if (worker.cf->log_flush_ms == 0)
+			alog_write(al);
 	}
-	n += (size_t)snprintf(line + n, sizeof(line) - n, "\" %d %llu \"",
-	    status, (unsigned long long)body_bytes);
-	n += alog_escape(line + n, sizeof(line) - n - 100,
-	    r->method_name.p ? http_header_get(r, "Referer") :
-	    (struct span){ NULL, 0 });
-	line[n++] = '"';
-	line[n++] = ' ';
-	line[n++] = '"';
-	n += alog_escape(line + n, sizeof(line) - n - 4,
-	    r->method_name.p ? http_header_get(r, "User-Agent") :
-	    (struct span){ NULL, 0 });
-	line[n++] = '"';
-	line[n++] = '\n';
-	if (al->len + n > sizeof(al->buf))
-		alog_write(al);
-	memcpy(al->buf + al->len, line, n);
-	al->len += n;
+	memset(&c->log, 0, sizeof(c->log));
 }
 
 /* Writes what is buffered and frees the buffers; at exit. */
@@ -155,4 +211,7 @@ access_log_close(void)
 	access_log_flush();
 	free(alogs);
 	alogs = NULL;
+	if (flush_ev != NULL)
+		event_free(flush_ev);
+	flush_ev = NULL;
 }

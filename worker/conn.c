@@ -29,11 +29,34 @@
 #define QUIT_IDLE_GRACE_MS 1000
 
 static struct conn *all_conns;
+static uint64_t conn_serial;
 
 static void conn_close(struct conn *c);
 static void conn_process(struct conn *c);
 static void conn_write(struct conn *c);
 static void req_forget(struct conn *c);
+
+void
+conn_log_upstream(struct conn *c, const char *addr, int status,
+    int64_t connect_us, int64_t response_us)
+{
+	c->log.upstream_addr = addr;
+	c->log.upstream_status = status;
+	c->log.upstream_connect_us = connect_us < 0 ? 0 : connect_us + 1;
+	c->log.upstream_response_us = response_us < 0 ? 0 : response_us + 1;
+}
+
+void
+conn_log_cache(struct conn *c, const char *status)
+{
+	c->log.cache_status = status;
+}
+
+void
+conn_log_tls(struct conn *c, const char *protocol)
+{
+	c->tls_protocol = protocol;
+}
 
 const struct http_request *
 conn_req(const struct conn *c)
@@ -86,13 +109,13 @@ conn_save_request(struct conn *c, char *buf, size_t size,
 	}
 	used = save_span(&r->method_name, buf, size, used);
 	used = save_span(&r->target, buf, size, used);
+	used = save_span(&r->host, buf, size, used);
 	for (i = 0; i < n; i++)
 		used = save_span(&hdrs[i].value, buf, size, used);
 	r->headers = hdrs;
 	r->nheaders = n;
 	memset(&r->path, 0, sizeof(r->path));
 	memset(&r->query, 0, sizeof(r->query));
-	memset(&r->host, 0, sizeof(r->host));
 }
 
 /* Reads from the client unless paused or blocked on output. */
@@ -681,6 +704,7 @@ conn_accept(int fd, const struct sockaddr *sa, socklen_t salen,
 	memset(c, 0, offsetof(struct conn, ibuf_inline));
 	STATS_INC(conn_accepted);
 	STATS_INC(conn_active);
+	c->serial = ++conn_serial;
 	c->fd = fd;
 	c->ibuf = c->ibuf_inline;
 	c->isize = sizeof(c->ibuf_inline);

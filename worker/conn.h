@@ -107,9 +107,10 @@ void resp_no_keepalive(struct conn *c);
 const char *conn_peer(const struct conn *c);
 
 /*
- * Copies what the access log needs (method, target, Referer, User-Agent)
- * out of the input buffer into buf, which must live until the response is
- * done, and points the request at it.  hdrs has room for two fields.
+ * Copies what the access log needs (method, target, Host, Referer,
+ * User-Agent) out of the input buffer into buf, which must live until the
+ * response is done, and points the request at it.  hdrs has room for two
+ * fields.
  */
 void conn_save_request(struct conn *c, char *buf, size_t size,
     struct http_header *hdrs);
@@ -128,5 +129,19 @@ void conn_proxy_done(struct conn *c);
 
 /* Closes the connection at once, the response unfinished. */
 void conn_abort(struct conn *c);
+
+/*
+ * For the access log ($upstream_*): the peer that answered the request,
+ * its status, and the times to connect and to its response header in
+ * microseconds (-1: not known).  addr must live as long as the config.
+ */
+void conn_log_upstream(struct conn *c, const char *addr, int status,
+    int64_t connect_us, int64_t response_us);
+
+/* For $upstream_cache_status: "HIT", "MISS", ... (a static string). */
+void conn_log_cache(struct conn *c, const char *status);
+
+/* For $ssl_protocol: the TLS version of the connection (static). */
+void conn_log_tls(struct conn *c, const char *protocol);
 
 #endif

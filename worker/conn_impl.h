@@ -56,6 +56,19 @@ struct pin {
 	struct pin *next;	/* free list */
 };
 
+/*
+ * What the access log says of a response beyond the request: set by the
+ * proxy through conn_log_upstream() and conn_log_cache(), cleared once
+ * the response is logged.  Strings live as long as the config.
+ */
+struct conn_log {
+	const char *upstream_addr;
+	const char *cache_status;
+	int upstream_status;
+	int64_t upstream_connect_us;	/* plus one; 0: none */
+	int64_t upstream_response_us;	/* plus one; 0: none */
+};
+
 struct conn {
 	int fd;
 	enum cstate state;
@@ -69,6 +82,9 @@ struct conn {
 	bool busy;		/* counted as writing a response */
 	unsigned nreq;
 	uint64_t req_start_us;	/* when the request's first byte came */
+	uint64_t serial;	/* this worker's connection number */
+	struct conn_log log;
+	const char *tls_protocol;	/* "TLSv1.3", or NULL: plain */
 	struct event rev;
 	struct event wev;
 	struct event tev;

@@ -169,7 +169,6 @@ static void
 tick_cb(evutil_socket_t fd, short what, void *arg)
 {
 	worker_update_time();
-	access_log_flush();
 	fcache_expire(worker.fcache);
 }
 
