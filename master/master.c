@@ -714,6 +714,7 @@ master_block_signals(void)
 int
 master_run(struct runtime *rt, bool foreground)
 {
+	struct store_stats ss;
 	struct timespec ts;
 	uint64_t now, next;
 	int sig;
@@ -744,10 +745,13 @@ master_run(struct runtime *rt, bool foreground)
 		ts.tv_sec = (time_t)((next - now) / 1000);
 		ts.tv_nsec = (long)((next - now) % 1000) * 1000000;
 		sig = sigtimedwait(&sigs, NULL, &ts);
-		if (sig > 0)
+		if (sig > 0) {
 			handle_signal(sig);
-		else if (store != NULL)
+		} else if (store != NULL) {
 			store_sweep(store, SWEEP_BUDGET);
+			store_stats(store, &ss);
+			stats_master_cache(stats, &ss);
+		}
 	}
 	if (rt_cur->cf->pid_file != NULL)
 		unlink(rt_cur->cf->pid_file);

@@ -60,6 +60,10 @@ take(const struct config *cf, struct stats *st, struct snap *s)
 		} else {
 			s->have_cache = true;
 		}
+	} else if (st != NULL && stats_cache(st, &s->cache)) {
+		/* The master's copy, a second old at most: an anonymous
+		 * cache cannot be read from outside. */
+		s->have_cache = true;
 	}
 	return 0;
 }

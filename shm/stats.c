@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "shm/stats.h"
+#include "shm/store.h"
 
 #define STATS_MAGIC	0x5354415453524c43ULL	/* "CLRSTATS" */
 #define STATS_VERSION	1
@@ -45,7 +46,13 @@ struct head {
 	int64_t master_pid;
 	uint64_t generation, workers, reloads, worker_restarts;
 	uint64_t nservers, npeers;			/* rows named */
+	uint64_t cache_words;		/* of cache[]; 0: no snapshot */
+	uint64_t cache[64];		/* the store's counters, a copy */
+	uint64_t purge_token[2];	/* for corral -P (see stats.h) */
 };
+_Static_assert(sizeof(struct head) <= HEAD_SIZE, "the head fits its page");
+_Static_assert(sizeof(struct store_stats) <= 64 * sizeof(uint64_t),
+    "the store's counters fit the snapshot");
 
 /* The first line of a slot. */
 struct slot_head {
@@ -353,6 +360,26 @@ stats_master_reloaded(struct stats *st, unsigned generation,
 	st->h->workers = workers;
 	if (reload)
 		st->h->reloads++;
+}
+
+void
+stats_master_cache(struct stats *st, const struct store_stats *ss)
+{
+	/* A reader may see a copy half old, half new: counters a second
+	 * apart, which is what a snapshot is anyway. */
+	memcpy(st->h->cache, ss, sizeof(*ss));
+	__atomic_store_n(&st->h->cache_words, sizeof(*ss) / sizeof(uint64_t),
+	    __ATOMIC_RELEASE);
+}
+
+bool
+stats_cache(const struct stats *st, struct store_stats *out)
+{
+	if (__atomic_load_n(&st->h->cache_words, __ATOMIC_ACQUIRE) !=
+	    sizeof(*out) / sizeof(uint64_t))
+		return false;
+	memcpy(out, st->h->cache, sizeof(*out));
+	return true;
 }
 
 void

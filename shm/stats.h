@@ -196,6 +196,11 @@ unsigned stats_peer_row(struct stats *st, const char *name);
 void stats_master_reloaded(struct stats *st, unsigned generation,
     unsigned workers, bool reload);
 void stats_master_respawned(struct stats *st);
+/* Master, once a second: a copy of the store's counters for readers. */
+struct store_stats;
+void stats_master_cache(struct stats *st, const struct store_stats *ss);
+/* Reader: that copy; false when there is none (no cache). */
+bool stats_cache(const struct stats *st, struct store_stats *out);
 
 /* Worker: the pointers it bumps its counters through (slot -1: none). */
 int stats_attach(struct stats *st, int slot, struct stats_mine *mine);

@@ -373,6 +373,27 @@ class Status(CorralTestCase):
         out = ctl_run('top', '-n', 'x')
         self.assertEqual(out.returncode, 2)
 
+    def test_cache_counters_without_cache_path(self):
+        # The store is anonymous (no cache.path): the master copies its
+        # counters into the stats file every second.
+        c = self.start_status(workers=1)
+        for _ in range(5):
+            self.assertEqual(c.get('/a.txt').status, 200)
+        live = json.loads(self.status(c).body)['cache']
+        store = live['store']
+        self.assertEqual(store['sets'], 1)
+        self.assertGreaterEqual(store['hits'], 4)
+        self.assertAlmostEqual(live['hit_ratio'],
+                               store['hits'] / store['gets'], places=3)
+        doc = wait_for(lambda: self.file_json(c),
+                       lambda d: d['cache']['store'] == store, 5)
+        self.assertIsNotNone(doc, self.file_json(c))
+        lines = self.outside(c, '-s')
+        self.assertIn('\ncorral_store_hits_total %d\n' % store['hits'],
+                      lines)
+        self.assertRegex(self.outside(c, '-T'), r'hit ratio %.1f%%' %
+                         (100.0 * store['hits'] / store['gets']))
+
     def test_no_stats_file(self):
         c = self.start(pid_file='off')
         out = subprocess.run([BIN, '-T', '-c', c.conf_path],

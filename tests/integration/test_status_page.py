@@ -3,7 +3,8 @@ The status page in a real browser: headless Chromium loads it from the
 server while traffic runs, and the test checks through the DOM it dumps
 that the charts drew data points from the JSON endpoint, that the page
 logged no error to the console, that it asked nothing of any other host,
-and saves a screenshot under the build folder (tests/status-page.png).
+and saves screenshots under the build folder (tests/status-page.png,
+and tests/status-page-phone.png at a phone's width).
 """
 
 import json
@@ -80,6 +81,11 @@ class StatusPage(CorralTestCase):
             out2 = self.run_browser(page, '--window-size=1000,1300',
                                     '--virtual-time-budget=4000',
                                     '--screenshot=' + shot)
+            phone = shot.replace('.png', '-phone.png')
+            out3 = self.run_browser(page, '--window-size=412,900',
+                                    '--force-device-scale-factor=1',
+                                    '--virtual-time-budget=3000',
+                                    '--screenshot=' + phone)
         finally:
             stop.set()
             t.join(30)
@@ -118,6 +124,11 @@ class StatusPage(CorralTestCase):
             png = f.read()
         self.assertEqual(png[:8], b'\x89PNG\r\n\x1a\n')
         self.assertGreater(len(png), 10000)
+        self.assertEqual(out3.returncode, 0, out3.stderr[-3000:])
+        with open(phone, 'rb') as f:
+            png = f.read()
+        # A phone's width, as asked: the IHDR chunk says 412 pixels.
+        self.assertEqual(int.from_bytes(png[16:20], 'big'), 412)
         c.stop()
 
 
