@@ -24,29 +24,27 @@ def resp_bytes(resp):
     return len(resp.head) + 4 + len(resp.body)
 
 
-def owner_of(c, conn):
-    """The worker pid whose descriptors hold the server end of conn."""
-    lport = conn.sock.getsockname()[1]
-    inode = None
-    for table in ('/proc/net/tcp', '/proc/net/tcp6'):
-        with open(table) as f:
-            for line in f.readlines()[1:]:
-                parts = line.split()
-                local, remote = parts[1], parts[2]
-                if int(local.split(':')[1], 16) == c.port and \
-                        int(remote.split(':')[1], 16) == lport:
-                    inode = parts[9]
-    if inode is None:
-        return None
-    want = 'socket:[%s]' % inode
-    for pid in c.workers():
-        try:
-            for fd in os.listdir('/proc/%d/fd' % pid):
-                if os.readlink('/proc/%d/fd/%s' % (pid, fd)) == want:
-                    return pid
-        except OSError:
-            continue
-    return None
+def sockets_of(pid):
+    """The socket inodes in pid's descriptor table."""
+    out = set()
+    try:
+        for fd in os.listdir('/proc/%d/fd' % pid):
+            try:
+                link = os.readlink('/proc/%d/fd/%s' % (pid, fd))
+            except OSError:
+                continue
+            if link.startswith('socket:['):
+                out.add(link)
+    except OSError:
+        pass
+    return out
+
+
+def worker_gaining(c, before):
+    """The one worker with a socket that is not in before[pid]."""
+    gained = [pid for pid in c.workers()
+              if sockets_of(pid) - before.get(pid, set())]
+    return gained[0] if len(gained) == 1 else None
 
 
 class Status(CorralTestCase):
@@ -188,11 +186,15 @@ class Status(CorralTestCase):
 
     def test_killed_worker_keeps_its_totals(self):
         c = self.start_status()
+        self.probe_accepted(c)
+        # The worker that takes the connection is the one whose
+        # descriptor table gains a socket.
+        before = {pid: sockets_of(pid) for pid in c.workers()}
         with c.connect() as conn:
             for _ in range(30):
                 conn.send(build_request('/a.txt'))
                 self.assertEqual(conn.read_response().status, 200)
-            victim = owner_of(c, conn)
+            victim = worker_gaining(c, before)
             self.assertIsNotNone(victim)
             doc = self.file_json(c)
             self.assertEqual(doc['connections']['idle'], 1)
