@@ -118,25 +118,32 @@ print_cache(const struct store_stats *st, bool json)
 	}
 }
 
-/* "group.key value" lines from the JSON view, flattened. */
+/* What the status formats show, from one look at the files. */
+static void
+view_of(const struct snap *s, struct status_view *v)
+{
+	memset(v, 0, sizeof(*v));
+	v->sum = &s->sum;
+	v->cache = s->have_cache ? &s->cache : NULL;
+	v->host = "";
+	v->now = (int64_t)(s->at_ms / 1000);
+	v->now_ms = s->at_ms;
+}
+
+/* "name value" lines: the Prometheus exposition without its comments. */
 static void
 print_lines(const struct snap *s)
 {
-	struct status_view v = { 0 };
+	struct status_view v;
 	struct sbuf b = { 0 };
 
-	v.sum = &s->sum;
-	v.cache = s->have_cache ? &s->cache : NULL;
-	v.host = "";
-	v.now = (int64_t)(s->at_ms / 1000);
-	v.now_ms = s->at_ms;
+	view_of(s, &v);
 	status_prometheus(&b, &v);
 	if (b.oom) {
 		fprintf(stderr, "corral: out of memory\n");
 		free(b.p);
 		return;
 	}
-	/* The exposition without its comments: "name{labels} value". */
 	for (char *line = b.p, *end; line < b.p + b.len; line = end + 1) {
 		end = memchr(line, '\n', (size_t)(b.p + b.len - line));
 		if (end == NULL)
@@ -150,14 +157,10 @@ print_lines(const struct snap *s)
 static void
 print_json(const struct snap *s)
 {
-	struct status_view v = { 0 };
+	struct status_view v;
 	struct sbuf b = { 0 };
 
-	v.sum = &s->sum;
-	v.cache = s->have_cache ? &s->cache : NULL;
-	v.host = "";
-	v.now = (int64_t)(s->at_ms / 1000);
-	v.now_ms = s->at_ms;
+	view_of(s, &v);
 	status_json(&b, &v);
 	if (!b.oom)
 		fwrite(b.p, 1, b.len, stdout);
