@@ -24,7 +24,7 @@ usage(FILE *out)
 {
 	fprintf(out,
 	    "usage: corral [-c FILE] [-t] [-f] [-q KEY] [-s [-j]] "
-	    "[-T [-i SECS] [-n COUNT]] [-V] [-h]\n"
+	    "[-T [-i SECS] [-n COUNT]] [-P URL] [-V] [-h]\n"
 	    "  -c FILE  configuration file (default %s/corral.conf)\n"
 	    "  -t       check the configuration and exit\n"
 	    "  -f       stay in the foreground\n"
@@ -35,6 +35,8 @@ usage(FILE *out)
 	    "  -T       print a summary of the counters\n"
 	    "  -i SECS  with -T, print it again every SECS seconds\n"
 	    "  -n COUNT with -i, that many times (default: until stopped)\n"
+	    "  -P URL   drop URL (http://host/path or /path) from the running\n"
+	    "           server's cache\n"
 	    "  -V       print the version and exit\n"
 	    "  -h       print this help and exit\n", SYSCONFDIR);
 }
@@ -88,6 +90,7 @@ int
 main(int argc, char **argv)
 {
 	const char *path = SYSCONFDIR "/corral.conf", *key = NULL;
+	const char *purge = NULL;
 	bool test = false, foreground = false, stats = false, json = false;
 	bool top = false;
 	int interval = 0, count = 0;
@@ -97,7 +100,7 @@ main(int argc, char **argv)
 	int ch, rc;
 
 	proctitle_init(argc, argv);
-	while ((ch = getopt(argc, argv, "c:tfq:sjTi:n:Vh")) != -1) {
+	while ((ch = getopt(argc, argv, "c:tfq:sjTi:n:P:Vh")) != -1) {
 		switch (ch) {
 		case 'c':
 			path = optarg;
@@ -119,6 +122,9 @@ main(int argc, char **argv)
 			break;
 		case 'T':
 			top = true;
+			break;
+		case 'P':
+			purge = optarg;
 			break;
 		case 'i':
 		case 'n':
@@ -151,8 +157,9 @@ main(int argc, char **argv)
 	cf = load(path, &mime);
 	if (cf == NULL)
 		return 1;
-	if (key != NULL || stats || top) {
-		rc = top ? monitor_summary(cf, interval, count) :
+	if (key != NULL || stats || top || purge != NULL) {
+		rc = purge ? monitor_purge(cf, purge) :
+		    top ? monitor_summary(cf, interval, count) :
 		    stats ? monitor_stats(cf, json) : query(cf, key);
 		mime_free(mime);
 		config_free(cf);

@@ -80,6 +80,9 @@ int monitor_stats(const struct config *cf, bool json);
 /* corral -T: a summary every interval seconds, count times (0: forever). */
 int monitor_summary(const struct config *cf, int interval, int count);
 
+/* corral -P: purges a URL from the running server's cache; exit status. */
+int monitor_purge(const struct config *cf, const char *url);
+
 /* Runs the master loop until the server stops; returns the exit status. */
 int master_run(struct runtime *rt, bool foreground);
 

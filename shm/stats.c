@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -179,8 +180,9 @@ stats_create(const struct stats_options *o, char *err, size_t errlen)
 			    strerror(errno));
 			return NULL;
 		}
+		/* Its purge token is for those who may run corral -P. */
 		fd = open(o->path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC,
-		    0644);
+		    0600);
 		if (fd == -1 || ftruncate(fd, (off_t)size) == -1) {
 			fail(err, errlen, "%s: %s", o->path, strerror(errno));
 			if (fd != -1)
@@ -219,6 +221,12 @@ stats_create(const struct stats_options *o, char *err, size_t errlen)
 	st->h->nbuckets = STATS_NBUCKETS;
 	st->h->started = (int64_t)time(NULL);
 	st->h->master_pid = getpid();
+	if (getrandom(st->h->purge_token, sizeof(st->h->purge_token), 0) !=
+	    sizeof(st->h->purge_token)) {
+		fail(err, errlen, "getrandom: %s", strerror(errno));
+		stats_destroy(st);
+		return NULL;
+	}
 	snprintf(server_name(st, o->server_rows - 1), NAME_LEN, "(other)");
 	snprintf(peer_name(st, o->peer_rows - 1), NAME_LEN, "(other)");
 	/* Readers check the magic last. */
@@ -380,6 +388,14 @@ stats_cache(const struct stats *st, struct store_stats *out)
 		return false;
 	memcpy(out, st->h->cache, sizeof(*out));
 	return true;
+}
+
+void
+stats_purge_token(const struct stats *st, char hex[STATS_TOKEN_LEN + 1])
+{
+	snprintf(hex, STATS_TOKEN_LEN + 1, "%016llx%016llx",
+	    (unsigned long long)st->h->purge_token[0],
+	    (unsigned long long)st->h->purge_token[1]);
 }
 
 void

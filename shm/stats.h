@@ -202,6 +202,14 @@ void stats_master_cache(struct stats *st, const struct store_stats *ss);
 /* Reader: that copy; false when there is none (no cache). */
 bool stats_cache(const struct stats *st, struct store_stats *out);
 
+/*
+ * A random secret made with the mapping, in hex: corral -P proves with it
+ * that it may purge (it can read the stats file, which only root can).
+ */
+#define STATS_TOKEN_LEN		32
+void stats_purge_token(const struct stats *st,
+    char hex[STATS_TOKEN_LEN + 1]);
+
 /* Worker: the pointers it bumps its counters through (slot -1: none). */
 int stats_attach(struct stats *st, int slot, struct stats_mine *mine);
 

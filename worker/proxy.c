@@ -40,6 +40,7 @@
 #include "worker/http_response.h"
 #include "worker/proxy.h"
 #include "worker/upstream.h"
+#include "worker/status.h"
 
 #define PX_RBUF		(32 * 1024)	/* upstream reads, and a header that
 					   fits (grown up to max_header_size) */
@@ -1154,7 +1155,7 @@ cache_purge(struct proxy *px)
 {
 	struct conn *c = px->c;
 
-	if (!peer_allowed(px)) {
+	if (!peer_allowed(px) && !status_purge_ok(c)) {
 		log_info("client %s: PURGE not allowed", conn_peer(c));
 		resp_error(c, 403);
 		return;

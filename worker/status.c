@@ -94,6 +94,29 @@ sb_json_strn(struct sbuf *b, const char *s, size_t n)
 }
 
 static bool
+loopback(const char *peer)
+{
+	return strncmp(peer, "127.", 4) == 0 || strcmp(peer, "::1") == 0;
+}
+
+bool
+status_purge_ok(const struct conn *c)
+{
+	static char token[STATS_TOKEN_LEN + 1];
+	struct span v = http_header_get(&c->req, "X-Corral-Purge");
+
+	if (v.p == NULL || v.len != STATS_TOKEN_LEN || !loopback(c->peer))
+		return false;
+	if (token[0] == '\0')
+		stats_purge_token(worker.rt->stats, token);
+	unsigned char diff = 0;
+
+	for (size_t i = 0; i < STATS_TOKEN_LEN; i++)	/* constant time */
+		diff |= (unsigned char)(v.p[i] ^ token[i]);
+	return diff == 0;
+}
+
+static bool
 allowed(const struct conn *c, const struct config_location *l)
 {
 	for (size_t i = 0; i < l->nstatus_allow; i++)

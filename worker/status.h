@@ -20,6 +20,13 @@ struct store_stats;
 /* Counts a response once it is queued (from resp_done()). */
 void status_count(const struct conn *c, int status, uint64_t body_bytes);
 
+/*
+ * True when the request carries the server's purge token (the header
+ * X-Corral-Purge, sent by corral -P) from a loopback address: it may
+ * PURGE without purge_allow.
+ */
+bool status_purge_ok(const struct conn *c);
+
 /* Answers the current request of c, under status location l. */
 void status_serve(struct conn *c, const struct config_location *l);
 

@@ -1,0 +1,97 @@
+"""
+The status views and the reverse proxy's cache: corral -P (corralctl
+purge) drops a URL without purge_allow.
+"""
+
+import json
+import os
+import subprocess
+
+from harness import (BIN, CorralTestCase, Raw, quote, read_text,
+                     wait_until)
+from origin import Origin
+
+
+class UpstreamStatus(CorralTestCase):
+
+    def origin(self):
+        o = Origin().start()
+        self.addCleanup(o.stop)
+        return o
+
+    def start_proxy(self, peers, cache=False, workers=2, loc=None,
+                    upstream=None, **kw):
+        c = self.make(workers=workers, **kw)
+        c.stats_path = os.path.join(c.tmp, 'corral.stats')
+        c.directives['stats_file'] = Raw(quote(c.stats_path))
+        text = c.config_text()
+        d = {'proxy': quote('app')}
+        if cache:
+            d.update({'cache': 'on', 'cache_ttl': '60'})
+        d.update(loc or {})
+        block = '  location "/api/" {\n' + ''.join(
+            '    %s = %s\n' % kv for kv in d.items()) + '  }\n' + \
+            '  location "/status" {\n    status = on\n  }\n' + \
+            '  access_log_format = "up"\n'
+        at = text.index('server {\n') + len('server {\n')
+        text = text[:at] + block + text[at:]
+        text += 'upstream "app" {\n  servers = {%s}\n' % \
+            ', '.join(quote(p) for p in peers)
+        for k, v in (upstream or {}).items():
+            text += '  %s = %s\n' % (k, v)
+        text += '}\n'
+        text += ('log_format up {\n  format = "$request_uri $status '
+                 '$upstream_addr $upstream_status $upstream_connect_time '
+                 '$upstream_response_time $upstream_cache_status"\n}\n'
+                 'log_flush = 0\n')
+        with open(c.conf_path, 'w') as f:
+            f.write(text)
+        c.start()
+        return c
+
+    def doc(self, c):
+        out = subprocess.run([BIN, '-s', '-j', '-c', c.conf_path],
+                             capture_output=True, text=True, timeout=10)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        return json.loads(out.stdout)
+
+    def log_lines(self, c, n):
+        got = wait_until(lambda: (lambda t: t if t.count('\n') >= n
+                                  else None)(read_text(c.access_log)), 5)
+        self.assertIsNotNone(got, read_text(c.access_log))
+        return [l.split(' ') for l in got.splitlines()]
+
+    def test_corral_purge(self):
+        o = self.origin()
+        o.script('/api/p', body=b'purge me\n',
+                 headers=[('Cache-Control', 'max-age=60')])
+        c = self.start_proxy([o.addr], cache=True)
+        self.assertEqual(c.get('/api/p').header('X-Cache'), 'MISS')
+        self.assertEqual(c.get('/api/p').header('X-Cache'), 'HIT')
+        # No purge_allow: PURGE from a client is refused ...
+        self.assertEqual(c.get('/api/p', method='PURGE').status, 403)
+        # ... while corral -P, which can read the stats file, may.
+        out = subprocess.run([BIN, '-P', 'http://localhost/api/p', '-c',
+                              c.conf_path], capture_output=True, text=True,
+                             timeout=10)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertEqual(out.stdout, 'purged localhost/api/p\n')
+        self.assertEqual(c.get('/api/p').header('X-Cache'), 'MISS')
+        self.assertEqual(o.count('/api/p'), 2)
+        out = subprocess.run([BIN, '-P', '/api/nothing', '-c',
+                              c.conf_path], capture_output=True, text=True,
+                             timeout=10)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertEqual(out.stdout, 'not in the cache: localhost'
+                         '/api/nothing\n')
+        # A wrong token is only a PURGE without purge_allow.
+        r = c.get('/api/p', method='PURGE',
+                  headers=[('X-Corral-Purge', '0' * 32)])
+        self.assertEqual(r.status, 403)
+        ctl = os.environ.get('CORRALCTL')
+        if ctl and os.access(ctl, os.X_OK):
+            out = subprocess.run([ctl, '-c', c.conf_path, 'purge',
+                                  '/api/p'], capture_output=True,
+                                 text=True, timeout=10)
+            self.assertEqual(out.returncode, 0, out.stderr)
+            self.assertEqual(out.stdout, 'purged localhost/api/p\n')
