@@ -39,8 +39,8 @@
 #include "worker/http_lex.h"
 #include "worker/http_response.h"
 #include "worker/proxy.h"
-#include "worker/upstream.h"
 #include "worker/status.h"
+#include "worker/upstream.h"
 
 #define PX_RBUF		(32 * 1024)	/* upstream reads, and a header that
 					   fits (grown up to max_header_size) */
