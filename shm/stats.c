@@ -461,8 +461,9 @@ stats_sum(const struct stats *st, struct stats_sum *sum)
 	sum->peer_name = calloc(h->peer_rows, sizeof(char *));
 	sum->srv = calloc(h->server_rows * STATS_NSERVER, sizeof(uint64_t));
 	sum->peer = calloc(h->peer_rows, sizeof(struct stats_peer_row));
+	sum->worker = calloc(h->slots, sizeof(*sum->worker));
 	if (sum->server_name == NULL || sum->peer_name == NULL ||
-	    sum->srv == NULL || sum->peer == NULL) {
+	    sum->srv == NULL || sum->peer == NULL || sum->worker == NULL) {
 		stats_sum_free(sum);
 		return -1;
 	}
@@ -471,7 +472,11 @@ stats_sum(const struct stats *st, struct stats_sum *sum)
 
 		slot_parts(st, (uint8_t *)sh, &m);
 		if (ld((const uint64_t *)&sh->pid) != 0) {
-			sum->slots_used++;
+			struct stats_worker *sw = &sum->worker[sum->slots_used++];
+
+			sw->pid = (pid_t)ld((const uint64_t *)&sh->pid);
+			sw->requests = ld(&m.w[STAT_requests]);
+			sw->active = ld(&m.w[STAT_conn_active]);
 			sum->slots_busy += ld(&m.w[STAT_conn_writing]) != 0;
 		}
 		for (k = 0; k < STATS_NWORKER; k++)
@@ -513,6 +518,7 @@ stats_sum_free(struct stats_sum *sum)
 	free(sum->peer_name);
 	free(sum->srv);
 	free(sum->peer);
+	free(sum->worker);
 	memset(sum, 0, sizeof(*sum));
 }
 

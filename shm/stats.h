@@ -220,6 +220,10 @@ struct stats_sum {
 	unsigned generation, workers;
 	unsigned slots_used;		/* workers alive */
 	unsigned slots_busy;		/* of them, answering a request */
+	struct stats_worker {		/* [slots_used], one per live worker */
+		pid_t pid;
+		uint64_t requests, active;	/* its slot's */
+	} *worker;
 	uint64_t reloads, worker_restarts;
 	uint64_t w[STATS_NWORKER];
 	struct stats_hist req_time;

@@ -182,7 +182,15 @@ status_json(struct sbuf *b, const struct status_view *v)
 		sb_printf(b, "\"%s\": %" PRIu64, wrows[i].key, s->w[i]);
 	}
 	json_group_end(b, group, v);
-	sb_printf(b, ", ");
+	/* Each live worker's slot: a slot's totals include those of the
+	 * workers that had it before. */
+	sb_printf(b, ", \"worker_slots\": [");
+	for (unsigned i = 0; i < s->slots_used; i++)
+		sb_printf(b, "%s{\"pid\": %d, \"requests\": %" PRIu64
+		    ", \"active\": %" PRIu64 "}", i ? ", " : "",
+		    (int)s->worker[i].pid, s->worker[i].requests,
+		    s->worker[i].active);
+	sb_printf(b, "], ");
 	json_hist(b, "request_time", &s->req_time);
 	sb_printf(b, ", ");
 	json_servers(b, s);

@@ -98,30 +98,53 @@ class Status(CorralTestCase):
     def traffic(self, c):
         """
         100 requests on 4 connections side by side, 7 of them 404 and 5
-        of them HEAD; returns (bytes sent, bytes received, 404 body).
+        of them HEAD, two connections on each of the two workers (the
+        other one is stopped while a connection is taken); returns (bytes
+        sent, bytes received, 404 body, {worker pid: requests}).
         """
         sent = [0] * 4
         got = [0] * 4
         errors = []
         notfound = []
+        conns = [c.connect() for _ in range(4)]
+        for conn in conns:
+            self.addCleanup(conn.close)
+
+        def one(i, k):
+            n = i * 25 + k
+            path = '/missing-%d' % n if n % 14 == 3 else '/a.txt'
+            method = 'HEAD' if n % 20 == 10 else 'GET'
+            data = build_request(path, method)
+            conns[i].send(data)
+            sent[i] += len(data)
+            resp = conns[i].read_response(method)
+            got[i] += resp_bytes(resp)
+            if path == '/a.txt':
+                assert resp.status == 200, resp
+            else:
+                assert resp.status == 404, resp
+                notfound.append(resp.body)
+
+        # With TCP_DEFER_ACCEPT a connection is accepted with its first
+        # request: each pair's first request goes while the other worker
+        # is stopped, so the pair is that worker's.
+        pids = c.workers()
+        self.assertEqual(len(pids), 2)
+        owner = {}
+        for w, (a, b) in ((0, (0, 1)), (1, (2, 3))):
+            other = pids[1 - w]
+            os.kill(other, signal.SIGSTOP)
+            try:
+                one(a, 0)
+                one(b, 0)
+            finally:
+                os.kill(other, signal.SIGCONT)
+            owner[a] = owner[b] = pids[w]
 
         def client(i):
             try:
-                with c.connect() as conn:
-                    for k in range(25):
-                        n = i * 25 + k
-                        path = '/missing-%d' % n if n % 14 == 3 else '/a.txt'
-                        method = 'HEAD' if n % 20 == 10 else 'GET'
-                        data = build_request(path, method)
-                        conn.send(data)
-                        sent[i] += len(data)
-                        resp = conn.read_response(method)
-                        got[i] += resp_bytes(resp)
-                        if path == '/a.txt':
-                            assert resp.status == 200, resp
-                        else:
-                            assert resp.status == 404, resp
-                            notfound.append(resp.body)
+                for k in range(1, 25):
+                    one(i, k)
             except Exception as e:	# reported by the main thread
                 errors.append(e)
 
@@ -131,16 +154,25 @@ class Status(CorralTestCase):
             t.start()
         for t in threads:
             t.join(30)
+        for conn in conns:
+            conn.close()
         self.assertEqual(errors, [])
         self.assertEqual(len(notfound), 7)
-        return sum(sent), sum(got), notfound[0]
+        per = {}
+        for i in range(4):
+            per[owner[i]] = per.get(owner[i], 0) + 25
+        return sum(sent), sum(got), notfound[0], per
 
     def test_counts_after_known_traffic(self):
         c = self.start_status()
         self.probe_accepted(c)
-        sent, got, body404 = self.traffic(c)
+        sent, got, body404, per = self.traffic(c)
         doc = self.settled(c)
         self.assertEqual(doc['requests']['total'], 100)
+        # Two workers, fifty each, summed.
+        self.assertEqual({w['pid']: w['requests']
+                          for w in doc['worker_slots']}, per)
+        self.assertEqual(sorted(per.values()), [50, 50])
         self.assertEqual(doc['responses'], {'1xx': 0, '2xx': 93, '3xx': 0,
                                             '4xx': 7, '5xx': 0})
         methods = {k: v for k, v in doc['methods'].items() if v}
