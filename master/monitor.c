@@ -44,7 +44,7 @@ take(const struct config *cf, struct stats *st, struct snap *s)
 	memset(s, 0, sizeof(*s));
 	s->at_ms = wall_ms();
 	if (st != NULL) {
-		if (stats_sum(st, &s->sum) == -1) {
+		if (stats_sum(st, s->at_ms, &s->sum) == -1) {
 			fprintf(stderr, "corral: out of memory\n");
 			return -1;
 		}

@@ -440,7 +440,7 @@ hist_sum(struct stats_hist *to, const struct stats_hist *from)
 }
 
 int
-stats_sum(const struct stats *st, struct stats_sum *sum)
+stats_sum(const struct stats *st, uint64_t now_ms, struct stats_sum *sum)
 {
 	const struct head *h = st->h;
 	struct stats_mine m;
@@ -486,7 +486,9 @@ stats_sum(const struct stats *st, struct stats_sum *sum)
 			sum->srv[k] += ld(&m.srv[k]);
 		for (r = 0; r < h->peer_rows; r++) {
 			for (k = 0; k < STATS_NPEER; k++)
-				sum->peer[r].v[k] += ld(&m.peer[r].v[k]);
+				sum->peer[r].v[k] += k == STAT_peer_down ?
+				    ld(&m.peer[r].v[k]) > now_ms :
+				    ld(&m.peer[r].v[k]);
 			hist_sum(&sum->peer[r].connect, &m.peer[r].connect);
 			hist_sum(&sum->peer[r].response, &m.peer[r].response);
 		}

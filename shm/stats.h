@@ -132,6 +132,11 @@
 	X(peer_requests, COUNTER, "requests") \
 	X(peer_failures, COUNTER, "failures") \
 	X(peer_down, GAUGE, "down_workers")
+/*
+ * peer_down is special: a worker writes the Unix time in ms until which
+ * it keeps the peer down, and the sum counts the workers for which that
+ * is still ahead.
+ */
 
 /* Upper bounds of the time histograms' buckets, in milliseconds. */
 #define STATS_BUCKETS(X) \
@@ -234,8 +239,9 @@ struct stats_sum {
 	struct stats_peer_row *peer;	/* [npeers] */
 };
 
-/* Adds up every slot into sum; -1 when memory ran out. */
-int stats_sum(const struct stats *st, struct stats_sum *sum);
+/* Adds up every slot into sum, as of now_ms; -1 when memory ran out. */
+int stats_sum(const struct stats *st, uint64_t now_ms,
+    struct stats_sum *sum);
 void stats_sum_free(struct stats_sum *sum);
 
 /* Upper bound of histogram bucket i in ms; 0 for the last, +Inf. */

@@ -43,6 +43,18 @@ status_count(const struct conn *c, int status, uint64_t body_bytes)
 	}
 }
 
+struct stats_peer_row *
+status_peer(const struct config_upstream *u, const struct config_peer *p)
+{
+	static struct stats_peer_row nowhere;	/* a worker without rows */
+	size_t ui = (size_t)(u - worker.cf->upstreams);
+
+	if (stats_me.peer == NULL || worker.rt == NULL ||
+	    worker.rt->peer_row == NULL)
+		return &nowhere;
+	return &stats_me.peer[worker.rt->peer_row[ui][p - u->peers]];
+}
+
 void
 sb_printf(struct sbuf *b, const char *fmt, ...)
 {
@@ -168,7 +180,7 @@ send_view(struct conn *c, enum format f, const char *host)
 	struct status_view v;
 	struct sbuf b = { 0 };
 
-	if (stats_sum(worker.rt->stats, &sum) == -1) {
+	if (stats_sum(worker.rt->stats, worker.now_ms, &sum) == -1) {
 		resp_error(c, 500);
 		return;
 	}

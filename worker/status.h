@@ -14,8 +14,16 @@
 
 struct conn;
 struct config_location;
+struct config_peer;
+struct config_upstream;
+struct stats_peer_row;
 struct stats_sum;
 struct store_stats;
+
+/* The counters' row of peer p of upstream u (both of worker.cf). */
+struct stats_peer_row *status_peer(const struct config_upstream *u,
+    const struct config_peer *p);
+#define STATS_PEER_INC(u, p, id)	(status_peer((u), (p))->v[STAT_##id]++)
 
 /* Counts a response once it is queued (from resp_done()). */
 void status_count(const struct conn *c, int status, uint64_t body_bytes);

@@ -12,7 +12,9 @@
 
 #include "master/config.h"
 #include "master/log.h"
+#include "shm/stats.h"
 #include "worker/conn.h"
+#include "worker/status.h"
 #include "worker/upstream.h"
 
 struct upstream_peer {
@@ -141,6 +143,7 @@ upstream_peer_failed(struct upstream *u, struct upstream_peer *p)
 {
 	const struct config_upstream *cf = u->cf;
 
+	STATS_PEER_INC(cf, p->cf, peer_failures);
 	if (cf->max_fails == 0)
 		return;
 	if (p->fails > 0 &&
@@ -155,6 +158,7 @@ upstream_peer_failed(struct upstream *u, struct upstream_peer *p)
 	    p->fails);
 	p->fails = 0;
 	p->down_until_ms = worker.now_ms + (uint64_t)cf->fail_timeout_ms;
+	status_peer(cf, p->cf)->v[STAT_peer_down] = p->down_until_ms;
 }
 
 void

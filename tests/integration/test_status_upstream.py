@@ -61,6 +61,34 @@ class UpstreamStatus(CorralTestCase):
         self.assertIsNotNone(got, read_text(c.access_log))
         return [l.split(' ') for l in got.splitlines()]
 
+    def test_peer_failures_and_state(self):
+        o = self.origin()
+        o.script('/api/x', body=b'x' * 10)
+        dead = '127.0.0.1:1'	# nothing listens: connect refused
+        c = self.start_proxy([o.addr, dead], workers=1,
+                             upstream={'max_fails': 1,
+                                       'fail_timeout': Raw('1h')})
+        # The one request sent to the dead peer gets 502 (no retry on
+        # another peer); after it the peer is down and left out.
+        got = sorted(c.get('/api/x').status for _ in range(6))
+        self.assertEqual(got, [200] * 5 + [502])
+        doc = self.doc(c)
+        self.assertEqual(doc['responses']['5xx'], 1)
+        peers = {p['peer']: p for p in doc['upstreams']}
+        self.assertEqual(set(peers), {o.addr, dead})
+        live, gone = peers[o.addr], peers[dead]
+        self.assertEqual((live['upstream'], gone['upstream']),
+                         ('app', 'app'))
+        self.assertEqual((live['failures'], live['state']), (0, 'up'))
+        # Marked down by its first failure, then left alone for an hour.
+        self.assertEqual((gone['failures'], gone['state'],
+                          gone['down_workers']), (1, 'down', 1))
+        text = c.get('/status?prometheus').body.decode()
+        self.assertIn('corral_upstream_peer_up{upstream="app",peer="%s"} 0'
+                      % dead, text)
+        self.assertIn('corral_upstream_failures_total{upstream="app",'
+                      'peer="%s"} 1' % dead, text)
+
     def test_corral_purge(self):
         o = self.origin()
         o.script('/api/p', body=b'purge me\n',
