@@ -1548,6 +1548,8 @@ build(cfg_t *cfg, struct config *cf)
 	cf->pid_file = copy_path(cfg_getstr(cfg, "pid_file"), "off");
 	cf->stats_file = stats_file_path(cfg_getstr(cfg, "stats_file"),
 	    cf->pid_file);
+	cf->stats_file_line = line_of("stats_file") ? line_of("stats_file") :
+	    line_of("pid_file");
 	cf->user = copy(cfg_getstr(cfg, "user"));
 	cf->group = copy(cfg_getstr(cfg, "group"));
 	cf->worker_shutdown_timeout_ms =

@@ -117,6 +117,7 @@ struct config {
 	char *pid_file;			/* absolute path, or NULL */
 	char *stats_file;		/* absolute path, or NULL: the
 					   counters are not a file */
+	int stats_file_line;		/* where it (or pid_file) is set */
 	char *user;			/* NULL: keep the user we started as */
 	char *group;
 	int worker_shutdown_timeout_ms;	/* 0: wait as long as it takes */

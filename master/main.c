@@ -166,6 +166,11 @@ main(int argc, char **argv)
 		return rc;
 	}
 	if (test) {
+		if (master_check_stats_file(cf) == -1) {
+			mime_free(mime);
+			config_free(cf);
+			return 1;
+		}
 		printf("corral: %s: syntax is ok, test is successful\n",
 		    cf->file);
 		mime_free(mime);
@@ -175,7 +180,8 @@ main(int argc, char **argv)
 
 	master_block_signals();
 	proctitle_set("corral: master process %s", cf->file);
-	if (master_check_pidfile(cf) == -1) {
+	if (master_check_pidfile(cf) == -1 ||
+	    master_check_stats_file(cf) == -1) {
 		mime_free(mime);
 		config_free(cf);
 		return 1;

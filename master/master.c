@@ -140,6 +140,29 @@ master_check_pidfile(const struct config *cf)
 	return -1;
 }
 
+/* -t and start say the same: the stats file needs an existing folder. */
+int
+master_check_stats_file(const struct config *cf)
+{
+	char dir[PATH_MAX];
+	struct stat sb;
+	char *slash;
+
+	if (cf->stats_file == NULL)
+		return 0;
+	snprintf(dir, sizeof(dir), "%s", cf->stats_file);
+	if ((slash = strrchr(dir, '/')) != NULL)
+		*(slash == dir ? slash + 1 : slash) = '\0';
+	if (stat(dir, &sb) == 0) {
+		if (S_ISDIR(sb.st_mode))
+			return 0;
+		errno = ENOTDIR;
+	}
+	fprintf(stderr, "corral: %s:%d: stats_file %s: %s: %s\n", cf->file,
+	    cf->stats_file_line, cf->stats_file, dir, strerror(errno));
+	return -1;
+}
+
 static void
 daemonize(void)
 {

@@ -56,6 +56,9 @@ int runtime_open_log(const struct runtime *rt, const char *path);
 /* Fails, saying why on stderr, when a live corral holds the pid file. */
 int master_check_pidfile(const struct config *cf);
 
+/* Fails, saying why on stderr, when stats_file's folder is missing. */
+int master_check_stats_file(const struct config *cf);
+
 /*
  * Creates (or, with cache.persist, reopens) the shared-memory store before
  * anything forks; NULL with a message on stderr when it cannot be had.

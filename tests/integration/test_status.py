@@ -14,7 +14,7 @@ import subprocess
 import threading
 
 from harness import (BIN, CorralTestCase, Raw, build_request, quote,
-                     wait_until, wait_for)
+                     read_text, wait_until, wait_for)
 
 A_BODY = b'a' * 100
 
@@ -460,6 +460,17 @@ class Status(CorralTestCase):
         self.assertEqual(out.returncode, 1)
         self.assertRegex(out.stderr, r'corral\.conf:\d+: location "/s" '
                          r'ending here has both proxy and status')
+        # -t says what start would: the stats file's folder must exist.
+        c3 = self.make()
+        with open(c3.conf_path, 'a') as f:
+            f.write('stats_file = "%s/none/corral.stats"\n' % c3.tmp)
+        out = c3.check_config()
+        self.assertEqual(out.returncode, 1)
+        self.assertRegex(out.stderr, r'corral\.conf:\d+: stats_file .*/none/'
+                         r'corral\.stats: .*/none: No such file')
+        with self.assertRaises(Exception):
+            c3.start()
+        self.assertIn('No such file', read_text(c3.stderr_path))
         c2 = self.make(server={'location "/s"': {
             'status': True, 'status_allow': ['localhost']}})
         out = c2.check_config()
