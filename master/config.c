@@ -162,6 +162,7 @@ static cfg_opt_t server_opts[] = {
 	CFG_STR_LIST_CB("index", "{index.html}", CFGF_NONE, cb_index),
 	CFG_STR("access_log", "off", CFGF_NONE),
 	CFG_STR("access_log_format", "combined", CFGF_NONE),
+	CFG_BOOL("underscores_in_headers", cfg_false, CFGF_NONE),
 	CFG_SEC("location", location_opts,
 	    CFGF_MULTI | CFGF_TITLE | CFGF_NO_TITLE_DUPES),
 	CFG_END()
@@ -1485,6 +1486,7 @@ build_server(cfg_t *sec, struct config_server *s)
 	s->access_log = copy_path(cfg_getstr(sec, "access_log"), "off");
 	s->log_format = (size_t)find_log_format(ld->cfg,
 	    cfg_getstr(sec, "access_log_format"));
+	s->underscores_in_headers = cfg_getbool(sec, "underscores_in_headers");
 	build_locations(sec, s);
 }
 

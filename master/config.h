@@ -85,6 +85,7 @@ struct config_server {
 	size_t nindex;
 	char *access_log;		/* absolute path, or NULL when "off" */
 	size_t log_format;		/* in config.log_formats */
+	bool underscores_in_headers;	/* pass such field names upstream */
 	struct config_location *locations;	/* longest prefix first */
 	size_t nlocations;
 };

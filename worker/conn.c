@@ -64,6 +64,12 @@ conn_req(const struct conn *c)
 	return &c->req;
 }
 
+const struct config_server *
+conn_server(const struct conn *c)
+{
+	return &worker.cf->servers[c->srv];
+}
+
 const char *
 conn_peer(const struct conn *c)
 {

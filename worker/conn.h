@@ -103,6 +103,9 @@ void resp_no_keepalive(struct conn *c);
  * output drains: proxy_drained() is called instead.
  */
 
+/* The server block the request went to (chosen by Host). */
+const struct config_server *conn_server(const struct conn *c);
+
 /* The client's address, for logs and X-Forwarded-For. */
 const char *conn_peer(const struct conn *c);
 

@@ -16,6 +16,7 @@
 
 #include "worker/http.h"
 #include "worker/http_lex.h"
+#include "worker/http_field.h"
 #include "worker/http_response.h"
 
 
@@ -55,12 +56,6 @@ static const struct field_def {
 
 #undef FIELD
 #undef SPAN
-
-/* Field names that are always hop-by-hop (RFC 9110 section 7.6.1). */
-static const char *const hop_names[] = {
-	"connection", "keep-alive", "proxy-connection", "te", "trailer",
-	"transfer-encoding", "upgrade",
-};
 
 /* What the fields said, checked together once the block is read. */
 struct fields {
@@ -398,16 +393,8 @@ bool
 http_hop_by_hop(const struct http_header *headers, size_t n,
     struct span name)
 {
-	size_t i;
-
-	for (i = 0; i < sizeof(hop_names) / sizeof(hop_names[0]); i++)
-		if (http_span_ieq(name, hop_names[i]))
-			return true;
-	for (i = 0; i < n; i++)
-		if (http_span_ieq(headers[i].name, "connection") &&
-		    http_connection_has_token(headers[i].value, name))
-			return true;
-	return false;
+	return (http_field_flags(name) & HF_HOP) != 0 ||
+	    http_field_connection_option(headers, n, name);
 }
 
 void

@@ -1,7 +1,8 @@
 /*
  * The reverse proxy: requests under a location with "proxy" go to an
- * upstream group over HTTP/1.1, on connections kept alive per worker; the
- * response streams back to the client as it arrives.  Internal to worker/.
+ * upstream group (worker/upstream.h) in its protocol (upstream_proto.h),
+ * through the cache (cache.h) when the location has one; the response
+ * streams back to the client as it arrives.  Internal to worker/.
  */
 #ifndef CORRAL_PROXY_H
 #define CORRAL_PROXY_H
@@ -24,9 +25,6 @@ struct proxy;
  */
 int proxy_start(struct conn *c, const struct config_location *l,
     struct proxy **pxp);
-
-/* The store woke this worker: requests waiting on a lease look again. */
-void proxy_wake(void);
 
 /* How many more request body bytes the proxy takes now; 0: pause. */
 size_t proxy_body_room(const struct proxy *px);

@@ -10,9 +10,10 @@
  * headers; large ones go out with sendfile().
  *
  * With the shared store on, the bytes of files up to cache.file_max live
- * there once for all workers.  Their key holds the file's identity (device,
- * inode, size, mtime), so a changed file is a new key and no worker can
- * pair old headers with new bytes.
+ * there once for all workers, as objects of the cache module (cache.h).
+ * Their key holds the file's identity (device, inode, size, mtime), so a
+ * changed file is a new key and no worker can pair old headers with new
+ * bytes.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -32,6 +33,7 @@
 #include "master/config.h"
 #include "master/log.h"
 #include "master/master.h"
+#include "worker/cache.h"
 #include "worker/conn.h"
 #include "worker/resp.h"
 #include "worker/gzip.h"
@@ -371,24 +373,24 @@ fentry_headers(struct fentry *fe)
 	return true;
 }
 
-/* Binary store keys: 'F' (and 'G' for gzip), server, file identity, path. */
+/* Store keys: 'F' (and 'G' for gzip), server, file identity, path. */
 static bool
 fentry_store_key(struct fentry *fe)
 {
 	uint64_t id[5] = { fe->srv, (uint64_t)fe->dev, (uint64_t)fe->ino,
 	    (uint64_t)fe->size, (uint64_t)fe->mtime };
-	size_t n = 1 + sizeof(id) + fe->keylen;
+	char key[STORE_KEY_MAX];
+	size_t n;
 
-	if (n > STORE_KEY_MAX || (fe->skey = malloc(n)) == NULL)
+	n = cache_key(key, CACHE_NS_FILE, id, sizeof(id), fe->key,
+	    fe->keylen);
+	if (n == 0 || (fe->skey = malloc(n)) == NULL)
 		return false;
-	fe->skey[0] = 'F';
-	memcpy(fe->skey + 1, id, sizeof(id));
-	memcpy(fe->skey + 1 + sizeof(id), fe->key, fe->keylen);
+	memcpy(fe->skey, key, n);
 	fe->skeylen = (uint16_t)n;
-	if (fe->gz && (fe->gkey = malloc(n)) != NULL) {
-		memcpy(fe->gkey, fe->skey, n);
-		fe->gkey[0] = 'G';
-	}
+	if (fe->gz && (fe->gkey = malloc(n)) != NULL)
+		cache_key(fe->gkey, CACHE_NS_FILE_GZIP, id, sizeof(id),
+		    fe->key, fe->keylen);
 	return true;
 }
 
@@ -567,18 +569,19 @@ static bool
 store_fill(struct fentry *fe)
 {
 	struct store_wref w;
+	char *body;
 	bool ok;
 	int fd;
 
 	fd = fentry_reopen(fe);
 	if (fd == -1)
 		return false;
-	if (store_reserve(worker.store, fe->skey, fe->skeylen,
-	    (size_t)fe->size, 0, 0, &w) != STORE_OK) {
+	if (cache_body_reserve(worker.store, fe->skey, fe->skeylen,
+	    (size_t)fe->size, &w, &body) != STORE_OK) {
 		close(fd);
 		return false;
 	}
-	ok = read_all(fd, w.data, (size_t)fe->size);
+	ok = read_all(fd, body, (size_t)fe->size);
 	close(fd);
 	if (!ok) {
 		store_abort(worker.store, &w);
@@ -587,23 +590,37 @@ store_fill(struct fentry *fe)
 	return store_commit(worker.store, &w) == STORE_OK;
 }
 
+/* The file's bytes in the store, pinned; false when it cannot hold them. */
+static bool
+get_shared(struct fentry *fe, struct store_ref *ref, size_t *body)
+{
+	size_t len;
+
+	if (store_get(worker.store, fe->skey, fe->skeylen, ref) != STORE_HIT &&
+	    (!store_fill(fe) || store_get(worker.store, fe->skey,
+	    fe->skeylen, ref) != STORE_HIT))
+		return false;
+	if (cache_body_of(ref, body, &len) == 1 && len == (size_t)fe->size)
+		return true;
+	store_release(worker.store, ref);
+	return false;
+}
+
 /* Queues a body from the store; false when the store cannot hold it. */
 static bool
 send_shared(struct conn *c, struct fentry *fe, off_t off, off_t len)
 {
 	struct store_ref ref;
 	struct pin *pin;
+	size_t body;
 
-	if (store_get(worker.store, fe->skey, fe->skeylen, &ref) != STORE_HIT &&
-	    (!store_fill(fe) || store_get(worker.store, fe->skey,
-	    fe->skeylen, &ref) != STORE_HIT))
+	if (!get_shared(fe, &ref, &body))
 		return false;
-	if (ref.len != (size_t)fe->size ||
-	    (pin = pin_take(&ref)) == NULL) {
+	if ((pin = pin_take(&ref)) == NULL) {
 		store_release(worker.store, &ref);
 		return false;
 	}
-	resp_body_pin(c, pin, (size_t)off, (size_t)len);
+	resp_body_pin(c, pin, body + (size_t)off, (size_t)len);
 	pin_put(pin);
 	return true;
 }
@@ -666,9 +683,9 @@ gzip_fill(struct fentry *fe)
 {
 	struct store *s = worker.store;
 	struct store_ref src, l;
-	enum store_result lr;
+	enum store_result lr, sr;
 	char *gz = NULL;
-	size_t glen = 0;
+	size_t glen = 0, body;
 
 	lr = store_lookup(s, fe->gkey, fe->skeylen, &l);
 	if (lr == STORE_HIT || lr == STORE_STALE_LEASE ||
@@ -676,11 +693,9 @@ gzip_fill(struct fentry *fe)
 		store_release(s, &l);
 	if (lr != STORE_LEASE && lr != STORE_STALE_LEASE)
 		return;
-	if ((store_get(s, fe->skey, fe->skeylen, &src) == STORE_HIT ||
-	    (store_fill(fe) && store_get(s, fe->skey, fe->skeylen, &src) ==
-	    STORE_HIT))) {
-		if (src.len == (size_t)fe->size)
-			gz = gzip_bytes(worker.cf, src.data, src.len, &glen);
+	if (get_shared(fe, &src, &body)) {
+		gz = gzip_bytes(worker.cf, (const char *)src.data + body,
+		    (size_t)fe->size, &glen);
 		store_release(s, &src);
 	}
 	if (gz == NULL) {
@@ -688,8 +703,10 @@ gzip_fill(struct fentry *fe)
 		return;
 	}
 	if (glen >= (size_t)fe->size)
-		glen = 0;
-	if (store_set(s, fe->gkey, fe->skeylen, gz, glen, 0, 0) != STORE_OK)
+		sr = cache_nothing_set(s, fe->gkey, fe->skeylen);
+	else
+		sr = cache_body_set(s, fe->gkey, fe->skeylen, gz, glen);
+	if (sr != STORE_OK)
 		store_lease_release(s, fe->gkey, fe->skeylen);
 	free(gz);
 }
@@ -701,7 +718,7 @@ serve_gzip(struct conn *c, struct fentry *fe)
 	const struct http_request *r = conn_req(c);
 	struct store_ref ref;
 	struct pin *pin;
-	size_t len;
+	size_t off, len;
 
 	if (store_get(worker.store, fe->gkey, fe->skeylen, &ref) != STORE_HIT) {
 		gzip_fill(fe);
@@ -709,7 +726,7 @@ serve_gzip(struct conn *c, struct fentry *fe)
 		    STORE_HIT)
 			return false;
 	}
-	if ((len = ref.len) == 0) {
+	if (cache_body_of(&ref, &off, &len) != 1) {
 		store_release(worker.store, &ref);	/* does not shrink */
 		return false;
 	}
@@ -736,10 +753,10 @@ serve_gzip(struct conn *c, struct fentry *fe)
 	if (resp_is_head(c)) {
 		store_release(worker.store, &ref);
 	} else if ((pin = pin_take(&ref)) != NULL) {
-		resp_body_pin(c, pin, 0, len);
+		resp_body_pin(c, pin, off, len);
 		pin_put(pin);
 	} else {
-		resp_body_copy(c, ref.data, len);
+		resp_body_copy(c, (const char *)ref.data + off, len);
 		store_release(worker.store, &ref);
 	}
 	resp_done(c, 200, resp_is_head(c) ? 0 : len);

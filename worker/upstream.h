@@ -12,8 +12,13 @@
  * max_fails times within fail_timeout is left out for fail_timeout; when
  * all are out, all are used.
  *
- * The exchange driver that runs one request over these connections is in
- * worker/upstream_conn.h.  Internal to worker/.
+ * The second half (worker/upstream_conn.c) drives one exchange over such
+ * a connection for a handler: connect with connect_timeout, send with
+ * send_timeout, read with read_timeout between two reads once the request
+ * is sent, replay an idempotent request once on a new connection when a
+ * reused one failed before any byte came back, and pool the connection
+ * when the exchange ended cleanly.  The bytes are a protocol module's
+ * (worker/upstream_proto.h).  Internal to worker/.
  */
 #ifndef CORRAL_UPSTREAM_H
 #define CORRAL_UPSTREAM_H
@@ -22,6 +27,9 @@
 #include <stddef.h>
 
 struct config_upstream;
+struct http_response;
+struct upstream_proto;
+struct upstream_request;
 struct upstream;		/* one group */
 struct upstream_peer;		/* one server of a group */
 
@@ -71,5 +79,69 @@ int upstream_connect(const struct upstream_peer *p, int *err);
 
 /* Closes every pooled connection and frees the groups; at exit. */
 void upstream_free_all(void);
+
+/* Exchanges ---------------------------------------------------------- */
+
+struct upstream_conn;		/* one exchange, on one connection */
+
+/*
+ * What the driver tells the handler.  A callback that closed the exchange
+ * (upstream_conn_close) returns false, and the driver leaves it alone.
+ */
+struct upstream_handler {
+	/*
+	 * The final response head (its spans valid during the call).  Set
+	 * *decode to get payload bytes only (see upstream_proto.h).
+	 */
+	bool (*head)(void *arg, const struct http_response *r, bool *decode);
+	/*
+	 * Body bytes p[0..len), which the handler may rewrite.  With last
+	 * the response is complete and its connection pooled or closed
+	 * already: the handler closes the exchange inside the call.
+	 */
+	bool (*body)(void *arg, char *p, size_t len, bool last);
+	/*
+	 * The exchange failed and was logged: 502 (refused, broken,
+	 * malformed, cut short) or 504 (timed out).  The handler closes it.
+	 */
+	void (*error)(void *arg, int status);
+	/* The request is sent so far: more of its body may come. */
+	void (*sent)(void *arg);
+};
+
+/*
+ * Starts an exchange with a peer of u: builds the request from rq (valid
+ * during the call only), then sends it on a pooled connection or a new
+ * one.  NULL with *status set when it cannot start: 502, or the status a
+ * module answers with (see request_head).
+ */
+struct upstream_conn *upstream_conn_open(struct upstream *u,
+    const struct upstream_proto *proto, const struct upstream_request *rq,
+    const struct upstream_handler *h, void *arg, int *status);
+
+/* Request body bytes as they come from the client; last with the end. */
+void upstream_conn_body(struct upstream_conn *uc, const char *p, size_t len,
+    bool last);
+
+/* How many body bytes the exchange takes now; 0: wait for sent(). */
+size_t upstream_conn_body_room(const struct upstream_conn *uc);
+
+/* Stops reading the response (the client is behind), and goes on. */
+void upstream_conn_pause(struct upstream_conn *uc);
+void upstream_conn_resume(struct upstream_conn *uc);
+
+/*
+ * Ends the exchange and frees it.  The connection is pooled when the
+ * exchange is complete and clean (or the rest of the response is already
+ * in and complete, e.g. a 304 the handler answered from the cache),
+ * else closed.
+ */
+void upstream_conn_close(struct upstream_conn *uc);
+
+/* As written in the config, for the handler's log lines. */
+const char *upstream_conn_peer_name(const struct upstream_conn *uc);
+
+/* Frees the exchanges kept for reuse; at exit. */
+void upstream_conn_free_all(void);
 
 #endif

@@ -26,6 +26,7 @@
 #include "shm/store.h"
 #include "worker/conn.h"
 #include "worker/proxy.h"
+#include "worker/waitlist.h"
 #include "worker/static.h"
 #include "worker/worker.h"
 
@@ -222,7 +223,13 @@ wake_cb(evutil_socket_t fd, short what, void *arg)
 	if (read(fd, &n, sizeof(n)) == -1 && errno != EAGAIN)
 		log_at(L_ERROR, errno, "store wake fd");
 	worker_update_time();
-	proxy_wake();
+	/*
+	 * Hook for the store's per-key wake-ups: once it reports the
+	 * tokens of the keys whose lease ended (store_wake_drain), wake
+	 * those with waitlist_wake(token), and everyone only when it lost
+	 * some (overflow).  Until then every waiter looks again.
+	 */
+	waitlist_wake_all();
 }
 
 void

@@ -274,6 +274,83 @@ class ProxyKeepaliveTest(ProxyTestCase):
         self.assertNoLogErrors(c)
 
 
+class ProxySmugglingTest(ProxyTestCase):
+    """Header smuggling through the proxy (issue 14)."""
+
+    def test_underscore_names_dropped_by_default(self):
+        # A CGI-style origin maps '_' to '-': these would pass for a second
+        # Transfer-Encoding and a forged X-Forwarded-For (nginx's
+        # underscores_in_headers off drops them the same way).
+        o = self.origin()
+        c = self.start_proxy([o.addr])
+        with c.connect() as conn:
+            conn.send(build_request('/api/echo', method='POST', headers=[
+                ('Content-Length', '5'),
+                ('Transfer_Encoding', 'chunked'),
+                ('X_Forwarded_For', '6.6.6.6'),
+                ('X_Custom', 'u'),
+                ('X-Custom', 'd')]) + b'hello')
+            r = conn.read_response()
+            self.assertEqual(r.status, 200)
+            # The connection goes on: nothing was smuggled behind.
+            conn.send(build_request('/api/after'))
+            self.assertBody(conn.read_response(), b'ok /api/after\n')
+        req, h = self.received(o, '/api/echo')
+        self.assertEqual(req['body'], b'hello')
+        names = [k for k, _ in req['headers']]
+        for gone in ('Transfer_Encoding', 'X_Forwarded_For', 'X_Custom'):
+            self.assertNotIn(gone, names)
+        self.assertEqual(h['x-forwarded-for'], '127.0.0.1')
+        self.assertEqual(h['x-custom'], 'd')
+        self.assertNotIn('transfer-encoding', h)
+        self.assertEqual(h['content-length'], '5')
+        c.wait_log(r'\[info\].*header "Transfer_Encoding" not passed on')
+
+    def test_underscores_in_headers_on_passes_them(self):
+        o = self.origin()
+        c = self.start_proxy([o.addr],
+                             server={'underscores_in_headers': True})
+        r = c.get('/api/echo', headers=[('X_Custom', 'u'),
+                                        ('X_Forwarded_For', '6.6.6.6')])
+        self.assertEqual(r.status, 200)
+        req, h = self.received(o, '/api/echo')
+        self.assertIn(('X_Custom', 'u'), req['headers'])
+        self.assertIn(('X_Forwarded_For', '6.6.6.6'), req['headers'])
+        # corral's own X-Forwarded-For is still the only one with a '-'.
+        self.assertEqual(h['x-forwarded-for'], '127.0.0.1')
+
+    def test_connection_may_not_name_host_or_framing(self):
+        o = self.origin()
+        c = self.start_proxy([o.addr])
+        cases = [
+            ('GET', [('Connection', 'Host')], b''),
+            ('GET', [('Connection', 'close, HOST')], b''),
+            ('POST', [('Connection', 'Content-Length'),
+                      ('Content-Length', '5')], b'hello'),
+            ('POST', [('Connection', 'keep-alive, transfer-encoding'),
+                      ('Transfer-Encoding', 'chunked')],
+             b'5\r\nhello\r\n0\r\n\r\n'),
+        ]
+        for method, hdrs, data in cases:
+            with self.subTest(hdrs=hdrs), c.connect() as conn:
+                conn.send(build_request('/api/echo', method=method,
+                                        headers=hdrs) + data)
+                r = conn.read_response()
+                self.assertEqual(r.status, 400, r)
+                self.assertEqual(r.header('Connection'), 'close')
+                self.assertTrue(conn.closed_within(5))
+        self.assertEqual(o.count('/api/echo'), 0)
+        c.wait_log(r'\[info\].*Connection names "transfer-encoding"')
+        # Any other option is removed, and the request goes.
+        r = c.get('/api/echo', headers=[('Connection', 'X-Opt'),
+                                        ('X-Opt', '1'), ('X-Kept', '2')])
+        self.assertEqual(r.status, 200)
+        _, h = self.received(o, '/api/echo')
+        self.assertNotIn('x-opt', h)
+        self.assertEqual(h['x-kept'], '2')
+        self.assertEqual(h['host'], 'localhost')
+
+
 class ProxyUnixSocketTest(ProxyTestCase):
     """Upstreams on unix sockets ("unix:/path"), as php-fpm listens."""
 

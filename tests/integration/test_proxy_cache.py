@@ -33,15 +33,19 @@ class ProxyCacheCase(CorralTestCase):
         self.addCleanup(o.stop)
         return o
 
-    def start_cache(self, o, loc=None, workers=2, upstream=None, **kw):
-        """A server whose location /api/ proxies to o with the cache on."""
+    def start_cache(self, o, loc=None, workers=2, upstream=None, extra='',
+                    **kw):
+        """
+        A server whose location /api/ proxies to o with the cache on;
+        extra: more lines for the server block.
+        """
         c = self.make(workers=workers, **kw)
         c.directives['cache'] = {'path': os.path.join(c.tmp, 'cache.store')}
         text = c.config_text()
         d = {'proxy': quote('app'), 'cache': 'on', 'cache_ttl': '60'}
         d.update(loc or {})
         block = '  location "/api/" {\n' + ''.join(
-            '    %s = %s\n' % kv for kv in d.items()) + '  }\n'
+            '    %s = %s\n' % kv for kv in d.items()) + '  }\n' + extra
         at = text.index('server {\n') + len('server {\n')
         text = text[:at] + block + text[at:]
         text += 'upstream "app" {\n  servers = {%s}\n' % quote(o.addr)
@@ -193,7 +197,7 @@ class CacheBasicsTest(ProxyCacheCase):
             self.assertEqual(r.header('Content-Length'), '1000')
             s.send(b'GET /api/h HTTP/1.1\r\nHost: localhost\r\n\r\n')
             self.assertCache(s.read_response(), 'HIT', b'head-body\n')
-        c.wait_log(r'\[error\].*connection closed after 0 body bytes')
+        c.wait_log(r'\[error\].*connection closed after 10 body bytes')
         # Over cache.max_object: header at once, body neither read whole
         # nor sent; the same keep-alive connection goes on.
         big = 2 * 1024 * 1024
@@ -912,6 +916,72 @@ class CacheRulesTest(ProxyCacheCase):
         self.assertEqual([r.header('X-Cache') for r in out], ['BYPASS'] * 4)
         self.assertEqual(o.count('/api/hfp'), 5)
         self.assertEqual(self.stats(c)['lease_waits'], waits)
+
+    def test_purge_with_a_body_is_refused(self):
+        # A PURGE is the cache's: with a body it is refused, never passed
+        # on to the origin, and the entry stays.
+        o = self.origin()
+        o.script('/api/pb', body=b'kept')
+        c = self.start_cache(o, {'purge_allow': '{"127.0.0.1"}'})
+        self.fetch(c, '/api/pb')
+        for hdrs, data in (([('Content-Length', '4')], b'body'),
+                           ([('Transfer-Encoding', 'chunked')],
+                            b'4\r\nbody\r\n0\r\n\r\n')):
+            with self.subTest(hdrs=hdrs), c.connect() as conn:
+                conn.send(build_request('/api/pb', method='PURGE',
+                                        headers=hdrs) + data)
+                r = conn.read_response()
+                self.assertEqual(r.status, 400, r)
+        self.assertEqual(o.count('/api/pb'), 1)
+        self.assertCache(self.fetch(c, '/api/pb'), 'HIT', b'kept')
+        self.assertEqual(self.fetch(c, '/api/pb', method='PURGE').status,
+                         200)
+        c.wait_log(r'\[info\].*PURGE with a body')
+
+    def test_origin_x_cache_replaced_by_ours(self):
+        o = self.origin()
+        o.script('/api/xc', body=b'x', headers=[('X-Cache', 'HIT from evil'),
+                                               ('Cache-Control', 'max-age=60')])
+        o.script('/nc/xc', body=b'y', headers=[('X-Cache', 'HIT from app')])
+        c = self.start_cache(
+            o, extra='  location "/nc/" {\n    proxy = "app"\n  }\n')
+        for want in ('MISS', 'HIT'):
+            r = self.fetch(c, '/api/xc')
+            self.assertEqual(r.headers.get_all('X-Cache'), [want], r)
+        # Where corral states none, the origin's goes through.
+        r = self.fetch(c, '/nc/xc')
+        self.assertEqual(r.headers.get_all('X-Cache'), ['HIT from app'], r)
+
+    def test_too_large_after_a_reload_reserves_nothing(self):
+        # A reload that lowers max_object keeps the store, and its larger
+        # limit, until a restart.  A response between the two limits is
+        # counted too large and streamed; it used to be counted by
+        # reserving room for it and dropping the handle, which leaked one
+        # of the worker's store references per request until none was left
+        # and the cache stopped answering.
+        o = self.origin()
+        o.script('/api/small', body=b'small')
+        c = self.start_cache(o, {'cache_pass_ttl': '0'}, workers=1)
+        with open(c.conf_path) as f:
+            text = f.read()
+        with open(c.conf_path, 'w') as f:
+            f.write(text.replace('cache {\n', 'cache {\n  max_object = 16k\n'))
+        os.kill(c.master_pid, signal.SIGHUP)
+        c.wait_log(r'worker 0 of generation 1 \(pid \d+\) exited')
+        before = self.stats(c)['too_large']
+        n = 1100
+        for _ in range(n // 100):
+            with c.connect() as conn:
+                for _ in range(100):
+                    conn.send(build_request('/api/size/20000'))
+                    r = conn.read_response()
+                    self.assertEqual(r.status, 200)
+                    self.assertEqual(len(r.body), 20000)
+        self.assertEqual(r.header('X-Cache'), 'MISS')
+        self.assertEqual(self.stats(c)['too_large'] - before, n)
+        # The worker's store still answers.
+        self.assertCache(self.fetch(c, '/api/small'), 'MISS', b'small')
+        self.assertCache(self.fetch(c, '/api/small'), 'HIT', b'small')
 
     def test_config_errors(self):
         o = self.origin()

@@ -1095,3 +1095,16 @@ Test(config, upstream_bad_unix_peers)
 	expect_error(SERVER "upstream \"u\" {\n\tservers = {\"app.sock\"}\n}\n",
 	    5, "expected address:port or unix:/path");
 }
+
+Test(config, underscores_in_headers_per_server)
+{
+	struct config *cf = load_ok(SERVER
+	    "server {\n\tnames = {\"b\"}\n\troot = \"htdocs\"\n"
+	    "\tunderscores_in_headers = on\n}\n");
+
+	cr_expect_not(cf->servers[0].underscores_in_headers);
+	cr_expect(cf->servers[1].underscores_in_headers);
+	config_free(cf);
+	expect_error(SERVER "server {\n\tnames = {\"b\"}\n\troot = \"htdocs\"\n"
+	    "\tunderscores_in_headers = maybe\n}\n", 7, "");
+}

@@ -1,0 +1,207 @@
+/*
+ * Answers from stored objects: the status (304 when the client's
+ * preconditions match the stored validators), the stored header lines,
+ * Age and X-Cache stated on each answer, Range requests of a stored 200,
+ * and the gzip copy for clients that take it.  The body goes out pinned in
+ * the store, without a copy.
+ */
+#include <string.h>
+
+#include "master/config.h"
+#include "worker/cache_impl.h"
+#include "worker/conn.h"
+#include "worker/http_field.h"
+#include "worker/http_lex.h"
+#include "worker/resp.h"
+
+#define XC_LINE(v)	{ "X-Cache: " v "\r\n", sizeof("X-Cache: " v "\r\n") - 1 }
+const struct span xc_line[] = {
+	{ "", 0 }, XC_LINE("HIT"), XC_LINE("MISS"), XC_LINE("STALE"),
+	XC_LINE("UPDATING"), XC_LINE("EXPIRED"), XC_LINE("BYPASS")
+};
+#undef XC_LINE
+
+/* The body of a cached answer: a pinned value, or its bytes to copy. */
+struct hit_body {
+	struct pin *pin;
+	const char *data;		/* the body's first byte */
+	size_t off;			/* and its offset in the value */
+};
+
+/* 304 when the client's preconditions match the stored validators. */
+static bool
+not_modified(const struct cache_req *cr, const struct cache_obj *co,
+    const char *etag)
+{
+	struct http_request rq;
+
+	memset(&rq, 0, sizeof(rq));
+	rq.method = HTTP_M_GET;
+	if (cr->inm.p != NULL) {
+		if (co->etag_len == 0)
+			return false;
+		rq.if_none_match = cr->inm;
+	} else if (cr->ims.p != NULL) {
+		/* A date cannot tell the gzip copy from the plain one. */
+		if (co->mtime < 0 || (co->flags & CO_GZCOPY))
+			return false;
+		rq.if_modified_since = cr->ims;
+	} else {
+		return false;
+	}
+	return http_conditional(&rq, etag, co->etag_len,
+	    (time_t)co->mtime) == 304;
+}
+
+/*
+ * The fields a 304 from the cache repeats (RFC 9110 15.4.5): those that
+ * guide cache updates, never representation metadata such as
+ * Content-Encoding, which would relabel the copy the client holds.
+ */
+static void
+lines_304(struct conn *c, const char *p, size_t len)
+{
+	const char *end = p + len, *nl, *colon;
+	struct span name;
+
+	for (; p < end; p = nl) {
+		nl = memchr(p, '\n', (size_t)(end - p));
+		nl = nl != NULL ? nl + 1 : end;
+		if ((colon = memchr(p, ':', (size_t)(nl - p))) == NULL)
+			continue;
+		name.p = p;
+		name.len = (size_t)(colon - p);
+		if (http_field_flags(name) & HF_304_KEEP)
+			resp_header(c, p, (size_t)(nl - p));
+	}
+}
+
+static void
+hit_part(struct conn *c, void *arg, uint64_t off, uint64_t len)
+{
+	const struct hit_body *b = arg;
+
+	if (b->pin != NULL)
+		resp_body_pin(c, b->pin, b->off + (size_t)off, (size_t)len);
+	else
+		resp_body_copy(c, b->data + off, (size_t)len);
+}
+
+/* The value of the Content-Type line among stored header lines. */
+static struct span
+lines_type(const char *p, size_t len)
+{
+	const char *end = p + len, *nl;
+	struct span t = { "application/octet-stream", 24 };
+
+	for (; p < end; p = nl + 1) {
+		if ((nl = memchr(p, '\n', (size_t)(end - p))) == NULL)
+			break;
+		if (nl - p > 14 && http_ieq(p, "content-type:", 13)) {
+			t.p = http_skip_ows(p + 13, nl);
+			t.len = (size_t)(nl - 1 - t.p);	/* before CR */
+			break;
+		}
+	}
+	return t;
+}
+
+/* Answers a Range from a 200 in the cache; false when not a Range. */
+static bool
+answer_range(struct cache_req *cr, const struct cache_obj *co,
+    const char *etag, const char *lines, struct hit_body *b,
+    const char *extra, size_t elen)
+{
+	struct http_request rq;
+	struct span type;
+	struct resp_rep rep;
+
+	if (cr->range.p == NULL || co->status != 200)
+		return false;
+	memset(&rq, 0, sizeof(rq));
+	rq.method = resp_is_head(cr->c) ? HTTP_M_HEAD : HTTP_M_GET;
+	rq.range = cr->range;
+	rq.if_range = cr->if_range;
+	type = lines_type(lines, co->hlen);
+	memset(&rep, 0, sizeof(rep));
+	rep.lines = lines;
+	rep.len = co->hlen;
+	rep.extra = extra;
+	rep.elen = elen;
+	rep.type = type.p;
+	rep.tlen = type.len;
+	rep.etag = etag;
+	rep.etag_len = co->etag_len;
+	rep.mtime = (time_t)co->mtime;
+	rep.size = co->blen;
+	rep.max_ranges = worker.cf->max_ranges;
+	rep.part = hit_part;
+	rep.arg = b;
+	return resp_range(cr->c, &rq, &rep);
+}
+
+/* Answers from a pinned object, whose pin it takes over. */
+static void
+send_obj(struct cache_req *cr, struct store_ref *ref,
+    const struct cache_obj *co, enum xc xc)
+{
+	struct conn *c = cr->c;
+	const char *etag = (const char *)ref->data + sizeof(*co);
+	const char *lines = etag + co->etag_len;
+	size_t off = sizeof(*co) + co->etag_len + co->hlen;
+	int64_t age = worker.now - co->born;
+	bool body, ranged;
+	struct hit_body b = { NULL, (const char *)ref->data + off, off };
+	char extra[64];
+	size_t elen;
+	int status = co->status;
+
+	/* Age and X-Cache, stated on each answer. */
+	memcpy(extra, "Age: ", 5);
+	elen = 5 + http_u64(extra + 5, (uint64_t)(age > 0 ? age : 0));
+	memcpy(extra + elen, "\r\n", 2);
+	elen += 2;
+	if (cr->loc->x_cache) {
+		memcpy(extra + elen, xc_line[xc].p, xc_line[xc].len);
+		elen += xc_line[xc].len;
+	}
+	if (not_modified(cr, co, etag))
+		status = 304;
+	body = status != 304 && status != 204;
+	if (body && co->blen > 0)
+		b.pin = pin_take(ref);
+	ranged = body && answer_range(cr, co, etag, lines, &b, extra, elen);
+	if (!ranged) {
+		resp_status(c, status);
+		if (status == 304 && co->status != 304)
+			lines_304(c, lines, co->hlen);
+		else
+			resp_header(c, lines, co->hlen);
+		resp_header(c, extra, elen);
+		resp_end_headers(c, body ? (int64_t)co->blen : -1);
+		body = body && !resp_is_head(c) && co->blen > 0;
+		if (body)
+			hit_part(c, &b, 0, co->blen);
+		resp_done(c, status, body ? co->blen : 0);
+	}
+	if (b.pin != NULL)
+		pin_put(b.pin);
+	else
+		store_release(worker.store, ref);
+}
+
+void
+cache_answer(struct cache_req *cr, struct store_ref *ref,
+    const struct cache_obj *co, enum xc xc)
+{
+	struct store_ref zref;
+	struct cache_obj zco;
+
+	/* Compressed once, at the fill: send that copy to who takes it. */
+	if (gz_get(cr, co, &zref, &zco)) {
+		store_release(worker.store, ref);
+		ref = &zref;
+		co = &zco;
+	}
+	send_obj(cr, ref, co, xc);
+}

@@ -1,0 +1,699 @@
+/*
+ * The upstream driver: one exchange over one connection to a peer.
+ *
+ * The request's bytes (from the protocol module) wait in wbuf and go out
+ * as the socket takes them; the response is read into rbuf, its head
+ * parsed by the module and handed to the handler, then each read's body
+ * bytes are decoded by the module and handed over at once.  The handler
+ * stops reading with upstream_conn_pause() while its client is behind.
+ *
+ * Timeouts ride on the events: with EV_PERSIST a timeout is restarted by
+ * each activation, which is "between two reads" (or writes).  The read
+ * timeout runs once the whole request is sent, so a slow client body is
+ * timed by the connection's body_timeout, not by the upstream's.
+ *
+ * Reuse: a connection goes back to the pool only when the module says so,
+ * the whole request went out, and no byte came after the response.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <event2/event.h>
+#include <event2/event_struct.h>
+
+#include "master/config.h"
+#include "master/log.h"
+#include "worker/conn.h"
+#include "worker/http_response.h"
+#include "worker/upstream.h"
+#include "worker/upstream_proto.h"
+
+#define UC_RBUF		(32 * 1024)	/* reads, and a head that fits (grown
+					   up to max_header_size) */
+#define UC_WBUF		4096
+#define UC_WBUF_HIGH	(64 * 1024)	/* request bytes waiting to go */
+#define UC_CTX		256		/* module state kept with a free
+					   exchange; more is allocated */
+
+enum uc_state {
+	UC_CONNECT,			/* connect() under way */
+	UC_HEAD,			/* waiting for the response head */
+	UC_HEADED,			/* head handed over, body not begun */
+	UC_BODY,			/* relaying the body */
+	UC_DONE,			/* complete; connection let go */
+};
+
+struct upstream_conn {
+	struct upstream *up;
+	struct upstream_peer *peer;
+	const struct upstream_proto *proto;
+	const struct upstream_handler *h;
+	void *arg;
+	const char *client;		/* for log lines */
+	int fd;
+	enum uc_state state;
+	int cerr;			/* connect() failed at once */
+
+	/* The request side. */
+	bool idempotent;
+	bool has_body;
+	bool body_done;			/* all of it was handed over */
+	bool replayable;		/* wbuf still holds the whole request */
+	bool write_shut;		/* the peer stopped taking bytes */
+	bool reused;			/* the connection came from the pool */
+	bool retried;
+	struct upstream_buf w;
+	size_t wpos;
+
+	/* The response side. */
+	bool got_bytes;			/* the peer answered something */
+	bool decode;			/* the handler takes payload only */
+	bool paused;			/* not reading: the client is behind */
+	char *rbuf;
+	size_t rsize, rlen;
+	size_t hlen;			/* UC_HEADED: the head's bytes */
+	uint64_t body_bytes;		/* payload so far, for the log */
+	struct http_response resp;
+
+	struct event rev, wev;
+	void *ctx;			/* the module's state */
+	size_t ctx_size;
+	struct upstream_conn *next;	/* free list */
+};
+
+static struct upstream_conn *free_uc;
+
+static void read_cb(evutil_socket_t, short, void *);
+static void write_cb(evutil_socket_t, short, void *);
+
+/* Buffers ------------------------------------------------------------ */
+
+char *
+upstream_buf_reserve(struct upstream_buf *b, size_t n)
+{
+	size_t want = b->size ? b->size : UC_WBUF;
+	char *p;
+
+	while (b->len + n > want)
+		want *= 2;
+	if (want != b->size) {
+		if ((p = realloc(b->p, want)) == NULL)
+			return NULL;
+		b->p = p;
+		b->size = want;
+	}
+	return b->p + b->len;
+}
+
+bool
+upstream_buf_add(struct upstream_buf *b, const void *p, size_t n)
+{
+	char *at;
+
+	if (n == 0)
+		return true;
+	if ((at = upstream_buf_reserve(b, n)) == NULL)
+		return false;
+	memcpy(at, p, n);
+	b->len += n;
+	return true;
+}
+
+bool
+upstream_buf_str(struct upstream_buf *b, const char *s)
+{
+	return upstream_buf_add(b, s, strlen(s));
+}
+
+bool
+upstream_buf_span(struct upstream_buf *b, struct span s)
+{
+	return upstream_buf_add(b, s.p, s.len);
+}
+
+/* Life of an exchange ------------------------------------------------- */
+
+static struct upstream_conn *
+uc_alloc(size_t ctx_size)
+{
+	struct upstream_conn *uc = free_uc;
+	void *ctx;
+
+	if (uc != NULL) {
+		free_uc = uc->next;
+	} else {
+		if ((uc = calloc(1, sizeof(*uc))) == NULL)
+			return NULL;
+		uc->w.p = malloc(UC_WBUF);
+		uc->rbuf = malloc(UC_RBUF);
+		uc->ctx = malloc(UC_CTX);
+		if (uc->w.p == NULL || uc->rbuf == NULL || uc->ctx == NULL)
+			goto fail;
+		uc->w.size = UC_WBUF;
+		uc->rsize = UC_RBUF;
+		uc->ctx_size = UC_CTX;
+	}
+	if (ctx_size > uc->ctx_size) {
+		if ((ctx = realloc(uc->ctx, ctx_size)) == NULL) {
+			uc->next = free_uc;
+			free_uc = uc;
+			return NULL;
+		}
+		uc->ctx = ctx;
+		uc->ctx_size = ctx_size;
+	}
+	memset(uc->ctx, 0, ctx_size);
+	return uc;
+fail:
+	free(uc->w.p);
+	free(uc->rbuf);
+	free(uc->ctx);
+	free(uc);
+	return NULL;
+}
+
+/* Gives the connection back to the pool, or closes it. */
+static void
+uc_detach(struct upstream_conn *uc, bool reuse)
+{
+	if (uc->fd == -1)
+		return;
+	event_del(&uc->rev);
+	event_del(&uc->wev);
+	if (reuse) {
+		upstream_peer_ok(uc->peer);
+		upstream_pool_put(uc->up, uc->peer, uc->fd);
+	} else {
+		close(uc->fd);
+	}
+	uc->fd = -1;
+}
+
+static void
+uc_free(struct upstream_conn *uc)
+{
+	if (uc->proto->done != NULL)
+		uc->proto->done(uc->ctx);
+	if (uc->rsize > UC_RBUF) {
+		/* A large head grew it; do not keep that around. */
+		char *n = realloc(uc->rbuf, UC_RBUF);
+
+		if (n != NULL) {
+			uc->rbuf = n;
+			uc->rsize = UC_RBUF;
+		}
+	}
+	if (uc->w.size > UC_WBUF_HIGH) {
+		char *n = realloc(uc->w.p, UC_WBUF);
+
+		if (n != NULL) {
+			uc->w.p = n;
+			uc->w.size = UC_WBUF;
+		}
+	}
+	uc->next = free_uc;
+	free_uc = uc;
+}
+
+void
+upstream_conn_free_all(void)
+{
+	struct upstream_conn *uc;
+
+	while ((uc = free_uc) != NULL) {
+		free_uc = uc->next;
+		free(uc->w.p);
+		free(uc->rbuf);
+		free(uc->ctx);
+		free(uc);
+	}
+}
+
+struct upstream_peer *
+upstream_conn_peer(const struct upstream_conn *uc)
+{
+	return uc->peer;
+}
+
+const char *
+upstream_conn_peer_name(const struct upstream_conn *uc)
+{
+	return upstream_peer_name(uc->peer);
+}
+
+/* Errors -------------------------------------------------------------- */
+
+/* Logs, counts a peer's fault, closes the connection, tells the handler. */
+static void __attribute__((format(printf, 4, 5)))
+uc_fail(struct upstream_conn *uc, int status, bool peer_fault,
+    const char *fmt, ...)
+{
+	char msg[256];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	log_error("upstream %s: %s, client %s", upstream_peer_name(uc->peer),
+	    msg, uc->client);
+	if (peer_fault)
+		upstream_peer_failed(uc->up, uc->peer);
+	uc_detach(uc, false);
+	uc->h->error(uc->arg, status);
+}
+
+/* Events -------------------------------------------------------------- */
+
+static void
+ms_tv(struct timeval *tv, int ms)
+{
+	tv->tv_sec = ms / 1000;
+	tv->tv_usec = (ms % 1000) * 1000;
+}
+
+static void
+uc_events(struct upstream_conn *uc)
+{
+	event_assign(&uc->rev, worker.base, uc->fd, EV_READ | EV_PERSIST,
+	    read_cb, uc);
+	event_assign(&uc->wev, worker.base, uc->fd, EV_WRITE | EV_PERSIST,
+	    write_cb, uc);
+}
+
+static void
+uc_want_write(struct upstream_conn *uc)
+{
+	const struct config_upstream *cf = upstream_config(uc->up);
+	struct timeval tv;
+
+	ms_tv(&tv, uc->state == UC_CONNECT ? cf->connect_timeout_ms :
+	    cf->send_timeout_ms);
+	event_add(&uc->wev, &tv);
+}
+
+/* Reads; the read timeout runs once the whole request is sent. */
+static void
+uc_want_read(struct upstream_conn *uc)
+{
+	struct timeval tv;
+	bool sent = uc->body_done && uc->wpos == uc->w.len;
+
+	if (uc->paused || uc->state == UC_CONNECT || uc->fd == -1)
+		return;
+	ms_tv(&tv, upstream_config(uc->up)->read_timeout_ms);
+	event_add(&uc->rev, sent ? &tv : NULL);
+}
+
+/* Connecting ---------------------------------------------------------- */
+
+/* Starts a fresh connection; false when there is no socket. */
+static bool
+uc_connect(struct upstream_conn *uc)
+{
+	uc->state = UC_CONNECT;
+	uc->reused = false;
+	uc->fd = upstream_connect(uc->peer, &uc->cerr);
+	if (uc->fd == -1) {
+		log_at(L_ERROR, errno, "upstream %s: socket",
+		    upstream_peer_name(uc->peer));
+		return false;
+	}
+	uc_events(uc);
+	uc_want_write(uc);
+	return true;
+}
+
+/* A pooled connection to the chosen peer, or a new one. */
+static bool
+uc_begin(struct upstream_conn *uc)
+{
+	uc->fd = upstream_pool_get(uc->up, uc->peer);
+	if (uc->fd == -1)
+		return uc_connect(uc);
+	uc->reused = true;
+	uc->state = UC_HEAD;
+	uc_events(uc);
+	uc_want_write(uc);
+	uc_want_read(uc);
+	return true;
+}
+
+struct upstream_conn *
+upstream_conn_open(struct upstream *u, const struct upstream_proto *proto,
+    const struct upstream_request *rq, const struct upstream_handler *h,
+    void *arg, int *status)
+{
+	const struct http_request *r = rq->r;
+	struct upstream_conn *uc;
+	int st;
+
+	*status = 502;
+	if ((uc = uc_alloc(proto->ctx_size)) == NULL)
+		return NULL;
+	uc->up = u;
+	uc->peer = upstream_pick(u);
+	uc->proto = proto;
+	uc->h = h;
+	uc->arg = arg;
+	uc->client = conn_peer(rq->c);
+	uc->fd = -1;
+	uc->state = UC_CONNECT;
+	uc->idempotent = rq->idempotent;
+	uc->has_body = r->content_length > 0 || r->chunked;
+	uc->body_done = !uc->has_body;
+	uc->replayable = true;
+	uc->write_shut = uc->reused = uc->retried = false;
+	uc->got_bytes = uc->paused = false;
+	uc->w.len = uc->wpos = 0;
+	uc->rlen = 0;
+	uc->body_bytes = 0;
+	if ((st = proto->request_head(uc, uc->ctx, rq, &uc->w)) != 0) {
+		*status = st;
+		uc_free(uc);
+		return NULL;
+	}
+	if (!uc_begin(uc)) {
+		uc_free(uc);
+		return NULL;
+	}
+	return uc;
+}
+
+/* Once, on a fresh connection, when a pooled one failed early. */
+static bool
+uc_retry(struct upstream_conn *uc)
+{
+	if (!uc->reused || uc->retried || uc->got_bytes || !uc->idempotent ||
+	    !uc->replayable)
+		return false;
+	log_info("upstream %s: kept-alive connection failed; retrying on a "
+	    "new one", upstream_peer_name(uc->peer));
+	uc_detach(uc, false);
+	uc->retried = true;
+	uc->wpos = 0;
+	uc->rlen = 0;
+	if (uc_connect(uc))
+		return true;
+	uc_fail(uc, 502, false, "cannot retry");
+	return true;
+}
+
+static void
+uc_connected(struct upstream_conn *uc)
+{
+	int err = uc->cerr;
+	socklen_t len = sizeof(err);
+
+	if (err == 0 &&
+	    getsockopt(uc->fd, SOL_SOCKET, SO_ERROR, &err, &len) == -1)
+		err = errno;
+	if (err != 0) {
+		uc_fail(uc, 502, true, "connect: %s", strerror(err));
+		return;
+	}
+	uc->state = UC_HEAD;
+	uc_want_read(uc);
+	uc_want_write(uc);
+}
+
+/* The request --------------------------------------------------------- */
+
+void
+upstream_conn_body(struct upstream_conn *uc, const char *p, size_t len,
+    bool last)
+{
+	if (uc->write_shut) {
+		uc->body_done = last;
+		return;
+	}
+	if ((len > 0 || last) &&
+	    !uc->proto->request_body(uc->ctx, p, len, last, &uc->w)) {
+		/* The peer gets a short body and the connection is not
+		 * reused. */
+		log_error("upstream %s: out of memory for the request body",
+		    upstream_peer_name(uc->peer));
+		uc->write_shut = true;
+	}
+	uc->body_done = last;
+	if (uc->state != UC_CONNECT && uc->wpos < uc->w.len)
+		uc_want_write(uc);
+}
+
+size_t
+upstream_conn_body_room(const struct upstream_conn *uc)
+{
+	size_t queued = uc->w.len - uc->wpos;
+
+	return queued >= UC_WBUF_HIGH ? 0 : UC_WBUF_HIGH - queued;
+}
+
+static void
+write_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct upstream_conn *uc = arg;
+	ssize_t n;
+
+	worker_update_time();
+	if (what & EV_TIMEOUT) {
+		if (uc->state == UC_CONNECT)
+			uc_fail(uc, 504, true, "connect timed out");
+		else
+			uc_fail(uc, 504, false, "timed out sending the "
+			    "request");
+		return;
+	}
+	if (uc->state == UC_CONNECT) {
+		uc_connected(uc);
+		return;
+	}
+	if (uc->wpos < uc->w.len && !uc->write_shut) {
+		n = send(uc->fd, uc->w.p + uc->wpos, uc->w.len - uc->wpos,
+		    MSG_NOSIGNAL);
+		if (n < 0 && (errno == EAGAIN || errno == EINTR))
+			return;
+		if (n < 0) {
+			if (uc_retry(uc))
+				return;
+			if (!uc->got_bytes) {
+				uc_fail(uc, 502, false, "send: %s",
+				    strerror(errno));
+				return;
+			}
+			/* It answered already; read what it says. */
+			uc->write_shut = true;
+		} else {
+			uc->wpos += (size_t)n;
+		}
+	}
+	if (uc->wpos < uc->w.len && !uc->write_shut)
+		return;
+	event_del(&uc->wev);
+	if (uc->has_body) {
+		/* Body bytes leave the buffer: no replay from here on. */
+		uc->wpos = uc->w.len = 0;
+		uc->replayable = false;
+	}
+	uc_want_read(uc);
+	if (!uc->body_done)
+		uc->h->sent(uc->arg);
+}
+
+/* The response -------------------------------------------------------- */
+
+void
+upstream_conn_pause(struct upstream_conn *uc)
+{
+	uc->paused = true;
+	if (uc->fd != -1)
+		event_del(&uc->rev);
+}
+
+void
+upstream_conn_resume(struct upstream_conn *uc)
+{
+	if (!uc->paused)
+		return;
+	uc->paused = false;
+	uc_want_read(uc);
+}
+
+/* Whether the connection may carry the next exchange. */
+static bool
+uc_reusable(const struct upstream_conn *uc)
+{
+	return uc->proto->reusable(uc->ctx) && uc->body_done &&
+	    !uc->write_shut && uc->wpos == uc->w.len;
+}
+
+/*
+ * Feeds body bytes rbuf[0..n) to the module and the handler.  False when
+ * the exchange is gone (complete, failed or closed by the handler).
+ */
+static bool
+uc_relay(struct upstream_conn *uc, size_t n)
+{
+	size_t len = n, data, out;
+	int rc;
+
+	rc = uc->proto->response_body(uc, uc->ctx, uc->rbuf, &len, &data);
+	if (rc == HTTP_ERROR) {
+		uc_fail(uc, 502, true, "bad framing in the response body");
+		return false;
+	}
+	uc->body_bytes += data;
+	out = uc->decode ? data : len;
+	if (rc != HTTP_OK)
+		return uc->h->body(uc->arg, uc->rbuf, out, false);
+	if (len < n)
+		log_warn("upstream %s sent %zu bytes after the response; "
+		    "closing it", upstream_peer_name(uc->peer), n - len);
+	uc_detach(uc, len == n && uc_reusable(uc));
+	uc->state = UC_DONE;
+	uc->h->body(uc->arg, uc->rbuf, out, true);
+	return false;
+}
+
+/* The head is in: hand it over, then the body bytes read with it. */
+static bool
+uc_headed(struct upstream_conn *uc, size_t n)
+{
+	bool decode = false;
+
+	upstream_peer_ok(uc->peer);
+	uc->state = UC_HEADED;
+	uc->hlen = n;
+	if (!uc->h->head(uc->arg, &uc->resp, &decode))
+		return false;
+	uc->decode = decode;
+	uc->proto->body_init(uc->ctx, &uc->resp, decode);
+	uc->state = UC_BODY;
+	uc->rlen -= n;
+	memmove(uc->rbuf, uc->rbuf + n, uc->rlen);
+	/* Also with no bytes after the head: an empty body is done. */
+	n = uc->rlen;
+	uc->rlen = 0;
+	return uc_relay(uc, n);
+}
+
+/* Parses the response head in rbuf; true when the exchange goes on. */
+static bool
+uc_head(struct upstream_conn *uc)
+{
+	const struct config *cf = worker.cf;
+	const char *why = NULL;
+	size_t used;
+	char *grown;
+	int rc;
+
+	for (;;) {
+		used = 0;
+		rc = uc->proto->response_head(uc, uc->ctx, uc->rbuf, uc->rlen,
+		    &used, &uc->resp, &why);
+		if (rc == HTTP_ERROR) {
+			uc_fail(uc, 502, true, "invalid response header: %s",
+			    why != NULL ? why : "?");
+			return false;
+		}
+		if (rc == HTTP_OK && uc->resp.status >= 200)
+			return uc_headed(uc, used);
+		/* Consumed by the module, or an interim (1xx) response. */
+		uc->rlen -= used;
+		memmove(uc->rbuf, uc->rbuf + used, uc->rlen);
+		if (rc == HTTP_OK)
+			continue;
+		if (uc->rlen < uc->rsize)
+			return true;
+		if (uc->rsize >= cf->max_header_size + 4) {
+			uc_fail(uc, 502, true, "response header too large");
+			return false;
+		}
+		if ((grown = realloc(uc->rbuf, uc->rsize * 2)) == NULL) {
+			uc_fail(uc, 502, false, "out of memory");
+			return false;
+		}
+		uc->rbuf = grown;
+		uc->rsize *= 2;
+		return true;
+	}
+}
+
+static void
+uc_eof(struct upstream_conn *uc, int err)
+{
+	if (uc_retry(uc))
+		return;
+	if (uc->state != UC_BODY) {
+		uc_fail(uc, 502, true, "%s before the response header",
+		    err ? strerror(err) : "connection closed");
+		return;
+	}
+	if (uc->proto->response_eof(uc->ctx) == HTTP_OK) {
+		uc_detach(uc, false);
+		uc->state = UC_DONE;
+		uc->h->body(uc->arg, uc->rbuf, 0, true);
+		return;
+	}
+	uc_fail(uc, 502, false, "connection %s after %llu body bytes",
+	    err ? strerror(err) : "closed",
+	    (unsigned long long)uc->body_bytes);
+}
+
+static void
+read_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct upstream_conn *uc = arg;
+	ssize_t n;
+
+	worker_update_time();
+	if (what & EV_TIMEOUT) {
+		uc_fail(uc, 504, uc->state != UC_BODY, "read timed out");
+		return;
+	}
+	n = recv(uc->fd, uc->rbuf + uc->rlen, uc->rsize - uc->rlen, 0);
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return;
+	if (n <= 0) {
+		uc_eof(uc, n < 0 ? errno : 0);
+		return;
+	}
+	uc->got_bytes = true;
+	uc->rlen += (size_t)n;
+	if (uc->state != UC_BODY) {
+		uc_head(uc);
+		return;
+	}
+	n = (ssize_t)uc->rlen;
+	uc->rlen = 0;
+	uc_relay(uc, (size_t)n);
+}
+
+/* The end ------------------------------------------------------------- */
+
+/*
+ * A handler that answered from the head alone (a 304 it refreshed the
+ * cache with, a HEAD it stored nothing for) leaves the rest of the
+ * response: the connection is kept only when that rest is already in and
+ * complete.
+ */
+static bool
+uc_rest_complete(struct upstream_conn *uc)
+{
+	size_t rest = uc->rlen - uc->hlen, len = rest, data;
+
+	uc->proto->body_init(uc->ctx, &uc->resp, true);
+	return uc->proto->response_body(uc, uc->ctx, uc->rbuf + uc->hlen,
+	    &len, &data) == HTTP_OK && len == rest && uc_reusable(uc);
+}
+
+void
+upstream_conn_close(struct upstream_conn *uc)
+{
+	/* From the head callback, rbuf still starts with the head. */
+	if (uc->fd != -1)
+		uc_detach(uc, uc->state == UC_HEADED && uc_rest_complete(uc));
+	uc_free(uc);
+}
