@@ -154,8 +154,11 @@ gather(const struct conn *c, const struct log_format *f, int status,
 		v->target = r->target;
 		v->version = r->version;
 		v->host = r->host;
-		v->referer = http_header_get(r, "Referer");
-		v->user_agent = http_header_get(r, "User-Agent");
+		/* Header lookups are linear: only those the format needs. */
+		if (log_format_uses(f, LOG_V_http_referer))
+			v->referer = http_header_get(r, "Referer");
+		if (log_format_uses(f, LOG_V_http_user_agent))
+			v->user_agent = http_header_get(r, "User-Agent");
 	}
 	v->server_name = worker.cf->servers[c->srv].names[0];
 	v->status = status;
