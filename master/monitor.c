@@ -287,12 +287,15 @@ summary(const struct snap *s, const struct snap *old)
 		    human(a, sizeof(a), (double)s->cache.bytes_used, "B"),
 		    human(b, sizeof(b), (double)s->cache.bytes_total, "B"),
 		    s->cache.evictions);
-	if (w[STAT_cache_hit] + w[STAT_cache_miss] + w[STAT_cache_stale] +
-	    w[STAT_cache_pass] + w[STAT_stampede_waits] > 0)
-		printf("proxy cache  hit %" PRIu64 "  miss %" PRIu64 "  stale %"
-		    PRIu64 "  pass %" PRIu64 "  stampede waits %" PRIu64
+	if (w[STAT_cache_hit] + w[STAT_cache_miss] + w[STAT_cache_expired] +
+	    w[STAT_cache_stale] + w[STAT_cache_updating] +
+	    w[STAT_cache_bypass] + w[STAT_stampede_waits] > 0)
+		printf("proxy cache  hit %" PRIu64 "  miss %" PRIu64
+		    "  expired %" PRIu64 "  stale %" PRIu64 "  updating %"
+		    PRIu64 "  bypass %" PRIu64 "  stampede waits %" PRIu64
 		    " (%.3f s)\n", w[STAT_cache_hit], w[STAT_cache_miss],
-		    w[STAT_cache_stale], w[STAT_cache_pass],
+		    w[STAT_cache_expired], w[STAT_cache_stale],
+		    w[STAT_cache_updating], w[STAT_cache_bypass],
 		    w[STAT_stampede_waits],
 		    (double)w[STAT_stampede_wait_us] / 1e6);
 	printf("\n%-32s %10s %8s %8s %8s\n", "server", "requests", "4xx",

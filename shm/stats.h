@@ -96,13 +96,17 @@
 	    "Bytes written to clients, headers included.") \
 	X(cache_hit, COUNTER, "cache", "hit", \
 	    "cache_responses_total", "status=\"hit\"", \
-	    "Proxied responses by cache status.") \
+	    "Responses of locations with cache on, by X-Cache.") \
 	X(cache_miss, COUNTER, "cache", "miss", \
 	    "cache_responses_total", "status=\"miss\"", "") \
+	X(cache_expired, COUNTER, "cache", "expired", \
+	    "cache_responses_total", "status=\"expired\"", "") \
 	X(cache_stale, COUNTER, "cache", "stale", \
 	    "cache_responses_total", "status=\"stale\"", "") \
-	X(cache_pass, COUNTER, "cache", "pass", \
-	    "cache_responses_total", "status=\"pass\"", "") \
+	X(cache_updating, COUNTER, "cache", "updating", \
+	    "cache_responses_total", "status=\"updating\"", "") \
+	X(cache_bypass, COUNTER, "cache", "bypass", \
+	    "cache_responses_total", "status=\"bypass\"", "") \
 	X(stampede_waits, COUNTER, "cache", "stampede_waits", \
 	    "cache_stampede_waits_total", "", \
 	    "Requests that waited for another to fill the cache.") \

@@ -56,6 +56,28 @@ status_peer(const struct config_upstream *u, const struct config_peer *p)
 }
 
 void
+status_cache(struct conn *c, const char *state)
+{
+	static const struct {
+		const char *state;
+		enum stats_worker_id id;
+	} ids[] = {
+		{ "HIT", STAT_cache_hit }, { "MISS", STAT_cache_miss },
+		{ "EXPIRED", STAT_cache_expired },
+		{ "STALE", STAT_cache_stale },
+		{ "UPDATING", STAT_cache_updating },
+		{ "BYPASS", STAT_cache_bypass },
+	};
+
+	conn_log_cache(c, state);
+	for (size_t i = 0; i < sizeof(ids) / sizeof(ids[0]); i++)
+		if (strcmp(ids[i].state, state) == 0) {
+			stats_me.w[ids[i].id]++;
+			return;
+		}
+}
+
+void
 sb_printf(struct sbuf *b, const char *fmt, ...)
 {
 	va_list ap;

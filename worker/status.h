@@ -25,6 +25,13 @@ struct stats_peer_row *status_peer(const struct config_upstream *u,
     const struct config_peer *p);
 #define STATS_PEER_INC(u, p, id)	(status_peer((u), (p))->v[STAT_##id]++)
 
+/*
+ * The cache answered c, or fetched for it, with X-Cache state (HIT, MISS,
+ * EXPIRED, STALE, UPDATING or BYPASS, a static string): counted, and
+ * logged as $upstream_cache_status.
+ */
+void status_cache(struct conn *c, const char *state);
+
 /* Counts a response once it is queued (from resp_done()). */
 void status_count(const struct conn *c, int status, uint64_t body_bytes);
 
