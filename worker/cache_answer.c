@@ -13,6 +13,10 @@
 #include "worker/http_field.h"
 #include "worker/http_lex.h"
 #include "worker/resp.h"
+#include "worker/status.h"
+
+const char *const xc_name[] = { NULL, "HIT", "MISS", "STALE", "UPDATING",
+	"EXPIRED", "BYPASS" };
 
 #define XC_LINE(v)	{ "X-Cache: " v "\r\n", sizeof("X-Cache: " v "\r\n") - 1 }
 const struct span xc_line[] = {
@@ -147,6 +151,9 @@ send_obj(struct cache_req *cr, struct store_ref *ref,
 {
 	struct conn *c = cr->c;
 	const char *etag = (const char *)ref->data + sizeof(*co);
+
+	if (xc != XC_NONE)
+		status_cache(c, xc_name[xc]);
 	const char *lines = etag + co->etag_len;
 	size_t off = sizeof(*co) + co->etag_len + co->hlen;
 	int64_t age = worker.now - co->born;

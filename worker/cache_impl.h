@@ -131,6 +131,7 @@ int64_t store_ttl(const struct cache_req *cr, int64_t fresh_until);
 void cache_answer(struct cache_req *cr, struct store_ref *ref,
     const struct cache_obj *co, enum xc xc);
 extern const struct span xc_line[];
+extern const char *const xc_name[];	/* "HIT", ..., for logs, counters */
 
 /* cache_gzip.c */
 uint64_t fill_nonce(void);

@@ -15,6 +15,7 @@
 #include "worker/http_field.h"
 #include "worker/http_response.h"
 #include "worker/resp.h"
+#include "worker/status.h"
 
 /* Storing -------------------------------------------------------------- */
 
@@ -338,6 +339,8 @@ cache_head_lines(const struct cache_req *cr, struct conn *c)
 	/* Hits of what is stored now will vary: say so already. */
 	if (cr->gz)
 		resp_header(c, "Vary: Accept-Encoding\r\n", 23);
+	if (cr->xc != XC_NONE)
+		status_cache(c, xc_name[cr->xc]);
 	if (cache_states_x_cache(cr))
 		resp_header(c, xc_line[cr->xc].p, xc_line[cr->xc].len);
 }

@@ -161,6 +161,12 @@ upstream_peer_failed(struct upstream *u, struct upstream_peer *p)
 	status_peer(cf, p->cf)->v[STAT_peer_down] = p->down_until_ms;
 }
 
+struct stats_peer_row *
+upstream_peer_stats(const struct upstream *u, const struct upstream_peer *p)
+{
+	return status_peer(u->cf, p->cf);
+}
+
 void
 upstream_peer_ok(struct upstream_peer *p)
 {

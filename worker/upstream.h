@@ -57,6 +57,10 @@ const char *upstream_peer_host(const struct upstream_peer *p);
 /* Counts a failure; enough of them within fail_timeout take p out. */
 void upstream_peer_failed(struct upstream *u, struct upstream_peer *p);
 
+/* The counters' row of p (shm/stats.h). */
+struct stats_peer_row *upstream_peer_stats(const struct upstream *u,
+    const struct upstream_peer *p);
+
 /* p answered: its failures are forgiven. */
 void upstream_peer_ok(struct upstream_peer *p);
 

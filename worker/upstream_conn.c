@@ -29,6 +29,7 @@
 #include "master/log.h"
 #include "worker/conn.h"
 #include "worker/http_response.h"
+#include "shm/stats.h"
 #include "worker/upstream.h"
 #include "worker/upstream_proto.h"
 
@@ -54,6 +55,9 @@ struct upstream_conn {
 	const struct upstream_handler *h;
 	void *arg;
 	const char *client;		/* for log lines */
+	struct conn *c;			/* the client's, for its log line */
+	uint64_t open_us, connect_us;	/* when it began, and its connect */
+	int64_t connect_time_us;	/* -1: a pooled connection */
 	int fd;
 	enum uc_state state;
 	int cerr;			/* connect() failed at once */
@@ -316,6 +320,7 @@ uc_connect(struct upstream_conn *uc)
 {
 	uc->state = UC_CONNECT;
 	uc->reused = false;
+	uc->connect_us = worker.now_us;
 	uc->fd = upstream_connect(uc->peer, &uc->cerr);
 	if (uc->fd == -1) {
 		log_at(L_ERROR, errno, "upstream %s: socket",
@@ -360,6 +365,10 @@ upstream_conn_open(struct upstream *u, const struct upstream_proto *proto,
 	uc->h = h;
 	uc->arg = arg;
 	uc->client = conn_peer(rq->c);
+	uc->c = rq->c;
+	uc->open_us = worker.now_us;
+	uc->connect_time_us = -1;
+	upstream_peer_stats(u, uc->peer)->v[STAT_peer_requests]++;
 	uc->fd = -1;
 	uc->state = UC_CONNECT;
 	uc->idempotent = rq->idempotent;
@@ -415,6 +424,9 @@ uc_connected(struct upstream_conn *uc)
 		uc_fail(uc, 502, true, "connect: %s", strerror(err));
 		return;
 	}
+	uc->connect_time_us = (int64_t)(worker.now_us - uc->connect_us);
+	stats_hist_add(&upstream_peer_stats(uc->up, uc->peer)->connect,
+	    (uint64_t)uc->connect_time_us);
 	uc->state = UC_HEAD;
 	uc_want_read(uc);
 	uc_want_write(uc);
@@ -564,6 +576,11 @@ uc_headed(struct upstream_conn *uc, size_t n)
 	bool decode = false;
 
 	upstream_peer_ok(uc->peer);
+	stats_hist_add(&upstream_peer_stats(uc->up, uc->peer)->response,
+	    worker.now_us - uc->open_us);
+	conn_log_upstream(uc->c, upstream_peer_name(uc->peer),
+	    uc->resp.status, uc->connect_time_us,
+	    (int64_t)(worker.now_us - uc->open_us));
 	uc->state = UC_HEADED;
 	uc->hlen = n;
 	if (!uc->h->head(uc->arg, &uc->resp, &decode))

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "shm/stats.h"
 #include "worker/conn.h"
 #include "worker/waitlist.h"
 
@@ -86,6 +87,8 @@ waitlist_add(struct waiter *w, uint64_t token, int timeout_ms, waiter_fn fn)
 	w->token = token;
 	w->fn = fn;
 	w->queued = true;
+	w->since_us = worker.now_us;
+	STATS_INC(stampede_waits);
 	if (nbuckets == 0) {
 		/* No table at all: the waiter is called at the next
 		 * wake-up, as all are. */
@@ -108,6 +111,7 @@ waitlist_remove(struct waiter *w)
 	if (!w->queued)
 		return;
 	w->queued = false;
+	STATS_ADD(stampede_wait_us, worker.now_us - w->since_us);
 	evtimer_del(&w->timer);
 	unlink_w(w);
 	count--;

@@ -35,6 +35,7 @@ struct waiter {				/* fields private to waitlist.c */
 	struct event timer;
 	waiter_fn fn;
 	bool queued;
+	uint64_t since_us;		/* when it began to wait */
 };
 
 /* Files w under token, with a timer of timeout_ms (0: none). */

@@ -1,11 +1,14 @@
 """
-The status views and the reverse proxy's cache: corral -P (corralctl
-purge) drops a URL without purge_allow.
+What the status views and the access log say about the reverse proxy
+and its cache: requests, failures, state and timings per upstream peer,
+responses by X-Cache, stampede waits, the $upstream_* log variables, and
+corral -P (corralctl purge) dropping a URL without purge_allow.
 """
 
 import json
 import os
 import subprocess
+import threading
 
 from harness import (BIN, CorralTestCase, Raw, quote, read_text,
                      wait_until)
@@ -88,6 +91,69 @@ class UpstreamStatus(CorralTestCase):
                       % dead, text)
         self.assertIn('corral_upstream_failures_total{upstream="app",'
                       'peer="%s"} 1' % dead, text)
+
+    def test_peer_requests_and_timings(self):
+        o = self.origin()
+        o.script('/api/x', body=b'x' * 10, delay=0.05)
+        c = self.start_proxy([o.addr], upstream={'keepalive': 4})
+        for _ in range(10):
+            self.assertEqual(c.get('/api/x').status, 200)
+        doc = self.doc(c)
+        (live,) = doc['upstreams']
+        self.assertEqual((live['upstream'], live['peer']), ('app', o.addr))
+        self.assertEqual((live['requests'], live['failures'],
+                          live['state']), (10, 0, 'up'))
+        rt, ct = live['response_time'], live['connect_time']
+        self.assertEqual(rt['count'], 10)
+        # Each answer took the origin's 50 ms at least.
+        self.assertGreaterEqual(rt['sum_ms'], 500)
+        self.assertEqual(sum(rt['counts'][:2]), 0)	# none under 5 ms
+        # Connections are kept alive: a connect for some requests only.
+        self.assertGreaterEqual(ct['count'], 1)
+        self.assertLessEqual(ct['count'], 10)
+        lines = self.log_lines(c, 10)
+        for uri, status, addr, ustatus, uct, urt, cs in lines:
+            self.assertEqual((uri, status, addr, ustatus, cs),
+                             ('/api/x', '200', o.addr, '200', '-'))
+            # 50 ms, give or take the clock's resolution.
+            self.assertGreaterEqual(float(urt), 0.04)
+            self.assertRegex(uct, r'^(-|\d+\.\d{3})$')
+        self.assertIn('-', [l[4] for l in lines])	# a pooled one
+        text = c.get('/status?prometheus').body.decode()
+        self.assertIn('corral_upstream_requests_total{upstream="app",'
+                      'peer="%s"} 10' % o.addr, text)
+        self.assertIn('corral_upstream_response_duration_seconds_count{'
+                      'upstream="app",peer="%s"} 10' % o.addr, text)
+
+    def test_cache_states_and_stampede_waits(self):
+        o = self.origin()
+        o.script('/api/c', body=b'cached\n', delay=0.5,
+                 headers=[('Cache-Control', 'max-age=60')])
+        c = self.start_proxy([o.addr], cache=True)
+        out = []
+
+        def client():
+            out.append(c.get('/api/c').header('X-Cache'))
+        threads = [threading.Thread(target=client) for _ in range(6)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(20)
+        self.assertEqual(sorted(out), ['HIT'] * 5 + ['MISS'])
+        for _ in range(4):
+            self.assertEqual(c.get('/api/c').header('X-Cache'), 'HIT')
+        self.assertEqual(o.count('/api/c'), 1)
+        cache = self.doc(c)['cache']
+        self.assertEqual((cache['hit'], cache['miss'], cache['expired'],
+                          cache['stale'], cache['updating'],
+                          cache['bypass']), (9, 1, 0, 0, 0, 0))
+        # Five requests waited for the one fill, each for most of the
+        # origin's half second.
+        self.assertGreaterEqual(cache['stampede_waits'], 5)
+        self.assertGreater(cache['stampede_wait_us'], 5 * 200000)
+        lines = self.log_lines(c, 10)
+        self.assertEqual(sorted(l[6] for l in lines),
+                         ['HIT'] * 9 + ['MISS'])
 
     def test_corral_purge(self):
         o = self.origin()
