@@ -139,8 +139,15 @@ static int join_path(char *, size_t, const char *, const char *);
 static int cb_stale(cfg_t *, cfg_opt_t *, const char *, void *);
 static int cb_purge(cfg_t *, cfg_opt_t *, const char *, void *);
 
+static int cb_protocol(cfg_t *, cfg_opt_t *, const char *, void *);
+static int cb_fcgi_param(cfg_t *, cfg_opt_t *, const char *, void *);
+
 static cfg_opt_t location_opts[] = {
 	CFG_STR("proxy", NULL, CFGF_NODEFAULT),
+	CFG_STR("fastcgi", NULL, CFGF_NODEFAULT),
+	CFG_STR_LIST_CB("fastcgi_param", "{}", CFGF_NONE, cb_fcgi_param),
+	CFG_STR("fastcgi_index", "index.php", CFGF_NONE),
+	CFG_BOOL("fastcgi_script_check", cfg_true, CFGF_NONE),
 	CFG_BOOL("cache", cfg_false, CFGF_NONE),
 	CFG_INT_CB("cache_ttl", 60, CFGF_NONE, cb_count),
 	CFG_BOOL("cache_lock", cfg_true, CFGF_NONE),
@@ -171,6 +178,7 @@ static cfg_opt_t server_opts[] = {
 static cfg_opt_t upstream_opts[] = {
 	CFG_PTR_LIST_CB("servers", NULL, CFGF_NODEFAULT, cb_peer, free),
 	CFG_INT_CB("keepalive", 32, CFGF_NONE, cb_count),
+	CFG_STR_CB("protocol", "http", CFGF_NONE, cb_protocol),
 	CFG_INT_CB("connect_timeout", 2 * SEC, CFGF_NONE, cb_time),
 	CFG_INT_CB("read_timeout", 30 * SEC, CFGF_NONE, cb_time),
 	CFG_INT_CB("send_timeout", 30 * SEC, CFGF_NONE, cb_time),
@@ -743,6 +751,46 @@ cb_stale(cfg_t *cfg, cfg_opt_t *opt, const char *value, void *result)
 	return 0;
 }
 
+static int
+cb_protocol(cfg_t *cfg, cfg_opt_t *opt, const char *value, void *result)
+{
+	(void)opt;
+	if (strcmp(value, "http") != 0 && strcmp(value, "fastcgi") != 0) {
+		cfg_error(cfg, "unknown protocol \"%s\" (http or fastcgi)",
+		    value);
+		return -1;
+	}
+	*(const char **)result = value;
+	return 0;
+}
+
+/*
+ * "NAME VALUE" or "NAME VALUE if_not_empty": NAME is what CGI names take
+ * (letters, digits, '_'); VALUE may be empty ("NAME ").
+ */
+static int
+cb_fcgi_param(cfg_t *cfg, cfg_opt_t *opt, const char *value, void *result)
+{
+	const char *p = value;
+
+	(void)opt;
+	while ((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') ||
+	    (*p >= '0' && *p <= '9') || *p == '_')
+		p++;
+	if (p == value || (*p != ' ' && *p != '\0')) {
+		cfg_error(cfg, "fastcgi_param \"%s\": expected \"NAME VALUE\" "
+		    "with a NAME of letters, digits and '_'", value);
+		return -1;
+	}
+	if (strchr(value, '$') != NULL) {
+		cfg_error(cfg, "fastcgi_param \"%s\": variables are not "
+		    "supported here yet", value);
+		return -1;
+	}
+	*(const char **)result = value;
+	return 0;
+}
+
 /* A numeric address, kept as inet_ntop() writes it, as clients are. */
 static int
 cb_purge(cfg_t *cfg, cfg_opt_t *opt, const char *value, void *result)
@@ -1046,6 +1094,7 @@ static const struct {
 	{ "log_format",		validate_log_format },
 	{ "server|location",	validate_location },
 	{ "server|location|proxy", validate_proxy },
+	{ "server|location|fastcgi", validate_proxy },
 	{ "error_log",		validate_nonempty },
 	{ "pid_file",		validate_nonempty },
 	{ "stats_file",		validate_nonempty },
@@ -1256,19 +1305,47 @@ find_upstream(cfg_t *cfg, const char *name)
 	return -1;
 }
 
-/* Every proxy must name an upstream of the file. */
+/*
+ * A location's proxy or fastcgi names an upstream of the file that speaks
+ * that protocol, and not both.
+ */
+static void
+check_upstream_use(cfg_t *cfg, cfg_t *ls, int line)
+{
+	const char *proxy = cfg_getstr(ls, "proxy");
+	const char *fcgi = cfg_getstr(ls, "fastcgi");
+	const char *name = proxy != NULL ? proxy : fcgi, *want;
+	int i;
+
+	if (proxy != NULL && fcgi != NULL) {
+		fail(line, "a location has proxy or fastcgi, not both");
+		return;
+	}
+	if (name == NULL)
+		return;
+	if ((i = find_upstream(cfg, name)) < 0) {
+		fail(line, "%s \"%s\": no upstream has that name",
+		    proxy != NULL ? "proxy" : "fastcgi", name);
+		return;
+	}
+	want = proxy != NULL ? "http" : "fastcgi";
+	if (strcmp(cfg_getstr(cfg_getnsec(cfg, "upstream", (unsigned)i),
+	    "protocol"), want) != 0)
+		fail(line, "%s \"%s\": that upstream's protocol is not %s%s",
+		    proxy != NULL ? "proxy" : "fastcgi", name, want,
+		    proxy != NULL ? " (use fastcgi = for a FastCGI upstream)" :
+		    " (set protocol = fastcgi in it)");
+}
+
+/* Every proxy and fastcgi must name an upstream of the file. */
 static void
 check_proxies(cfg_t *cfg)
 {
-	const char *name;
 	size_t i;
 
-	for (i = 0; i < ld->nproxy_lines && !ld->failed; i++) {
-		name = cfg_getstr(ld->proxy_lines[i].sec, "proxy");
-		if (name != NULL && find_upstream(cfg, name) < 0)
-			fail(ld->proxy_lines[i].line, "proxy \"%s\": no "
-			    "upstream has that name", name);
-	}
+	for (i = 0; i < ld->nproxy_lines && !ld->failed; i++)
+		check_upstream_use(cfg, ld->proxy_lines[i].sec,
+		    ld->proxy_lines[i].line);
 }
 
 /* The index of a log format: built-in ones first, then the file's. */
@@ -1427,6 +1504,57 @@ build_location_cache(cfg_t *ls, struct config_location *l)
 	l->status_allow = copy_list(ls, "status_allow", &l->nstatus_allow);
 }
 
+static struct config_fastcgi *
+build_fastcgi(cfg_t *ls)
+{
+	struct config_fastcgi *f = calloc(1, sizeof(*f));
+	struct config_fcgi_param *p;
+	const char *v, *sp, *rest;
+	size_t i, n = cfg_size(ls, "fastcgi_param"), vlen;
+
+	if (f == NULL || (n > 0 &&
+	    (f->params = calloc(n, sizeof(*f->params))) == NULL)) {
+		ld->oom = true;
+		return f;
+	}
+	f->nparams = n;
+	for (i = 0; i < n; i++) {
+		v = cfg_getnstr(ls, "fastcgi_param", i);
+		p = &f->params[i];
+		sp = strchr(v, ' ');
+		rest = sp != NULL ? sp + 1 : v + strlen(v);
+		vlen = strlen(rest);
+		if (vlen >= 13 && strcmp(rest + vlen - 13, " if_not_empty") ==
+		    0) {
+			p->if_not_empty = true;
+			vlen -= 13;
+		}
+		p->name = strndup(v, (size_t)((sp != NULL ? sp : rest) - v));
+		p->value = strndup(rest, vlen);
+		if (p->name == NULL || p->value == NULL)
+			ld->oom = true;
+	}
+	f->index = copy(cfg_getstr(ls, "fastcgi_index"));
+	f->script_check = cfg_getbool(ls, "fastcgi_script_check");
+	return f;
+}
+
+static void
+free_fastcgi(struct config_fastcgi *f)
+{
+	size_t i;
+
+	if (f == NULL)
+		return;
+	for (i = 0; i < f->nparams && f->params != NULL; i++) {
+		free(f->params[i].name);
+		free(f->params[i].value);
+	}
+	free(f->params);
+	free(f->index);
+	free(f);
+}
+
 /* Kept longest prefix first, so the first match is the longest. */
 static void
 build_locations(cfg_t *sec, struct config_server *s)
@@ -1449,8 +1577,12 @@ build_locations(cfg_t *sec, struct config_server *s)
 		l->prefix = copy(cfg_title(ls));
 		l->prefix_len = l->prefix ? strlen(l->prefix) : 0;
 		proxy = cfg_getstr(ls, "proxy");
+		if (proxy == NULL)
+			proxy = cfg_getstr(ls, "fastcgi");
 		l->upstream = proxy ? find_upstream(ld->cfg, proxy) : -1;
 		build_location_cache(ls, l);
+		if (cfg_getstr(ls, "fastcgi") != NULL)
+			l->fastcgi = build_fastcgi(ls);
 	}
 	qsort(s->locations, n, sizeof(*s->locations), location_cmp);
 }
@@ -1470,6 +1602,8 @@ build_upstream(cfg_t *sec, struct config_upstream *u)
 		u->peers[i] = *(struct config_peer *)
 		    cfg_getnptr(sec, "servers", i);
 	u->keepalive = cfg_getint(sec, "keepalive");
+	u->protocol = strcmp(cfg_getstr(sec, "protocol"), "fastcgi") == 0 ?
+	    PROTO_FASTCGI : PROTO_HTTP;
 	u->connect_timeout_ms = cfg_getint(sec, "connect_timeout");
 	u->read_timeout_ms = cfg_getint(sec, "read_timeout");
 	u->send_timeout_ms = cfg_getint(sec, "send_timeout");
@@ -1681,6 +1815,7 @@ config_free(struct config *cf)
 			    cf->servers[i].locations[j].npurge_allow);
 			free_list(cf->servers[i].locations[j].status_allow,
 			    cf->servers[i].locations[j].nstatus_allow);
+			free_fastcgi(cf->servers[i].locations[j].fastcgi);
 		}
 		free(cf->servers[i].locations);
 	}

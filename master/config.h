@@ -32,8 +32,15 @@ struct config_peer {
 	int weight;			/* 1..100 */
 };
 
+/* What an upstream group speaks (worker/upstream_proto.h). */
+enum config_protocol {
+	PROTO_HTTP,
+	PROTO_FASTCGI,
+};
+
 struct config_upstream {
 	char *name;
+	enum config_protocol protocol;
 	struct config_peer *peers;
 	size_t npeers;
 	int keepalive;			/* idle connections kept per worker */
@@ -75,6 +82,24 @@ struct config_location {
 	bool status;			/* the status page (worker/status.c) */
 	char **status_allow;		/* who may see it, like purge_allow */
 	size_t nstatus_allow;
+	struct config_fastcgi *fastcgi;	/* set with fastcgi = "NAME" */
+};
+
+/* fastcgi_param "NAME VALUE [if_not_empty]". */
+struct config_fcgi_param {
+	char *name;
+	char *value;
+	bool if_not_empty;		/* not sent when the value is empty */
+};
+
+/* A location whose upstream speaks FastCGI (worker/fcgi_params.c). */
+struct config_fastcgi {
+	struct config_fcgi_param *params;	/* added to or replacing the
+						   CGI/1.1 ones */
+	size_t nparams;
+	char *index;			/* appended to a URI ending in '/' */
+	bool script_check;		/* 404 when SCRIPT_FILENAME is no file,
+					   without asking the application */
 };
 
 struct config_server {

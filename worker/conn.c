@@ -76,6 +76,37 @@ conn_peer(const struct conn *c)
 	return c->peer;
 }
 
+unsigned
+conn_peer_port(const struct conn *c)
+{
+	return c->peer_port;
+}
+
+bool
+conn_local(const struct conn *c, char *addr, size_t size, unsigned *port)
+{
+	const struct config_listen *l = &worker.cf->listen[c->lidx];
+	struct sockaddr_storage ss;
+	const struct sockaddr *sa = (const struct sockaddr *)&l->addr;
+	socklen_t len = sizeof(ss);
+	const void *a;
+
+	/* A wildcard listen says nothing: ask the socket. */
+	if ((sa->sa_family == AF_INET &&
+	    ((const struct sockaddr_in *)sa)->sin_addr.s_addr == INADDR_ANY) ||
+	    (sa->sa_family == AF_INET6 && IN6_IS_ADDR_UNSPECIFIED(
+	    &((const struct sockaddr_in6 *)sa)->sin6_addr))) {
+		if (getsockname(c->fd, (struct sockaddr *)&ss, &len) == -1)
+			return false;
+		sa = (const struct sockaddr *)&ss;
+	}
+	a = sa->sa_family == AF_INET6 ?
+	    (const void *)&((const struct sockaddr_in6 *)sa)->sin6_addr :
+	    (const void *)&((const struct sockaddr_in *)sa)->sin_addr;
+	*port = ntohs(((const struct sockaddr_in *)sa)->sin_port);
+	return inet_ntop(sa->sa_family, a, addr, (socklen_t)size) != NULL;
+}
+
 size_t
 conn_out_buffered(const struct conn *c)
 {
@@ -691,6 +722,8 @@ format_peer(struct conn *c, const struct sockaddr *sa)
 		addr = &((const struct sockaddr_in *)sa)->sin_addr;
 	if (inet_ntop(sa->sa_family, addr, c->peer, sizeof(c->peer)) == NULL)
 		strcpy(c->peer, "?");
+	/* sin_port and sin6_port share their place. */
+	c->peer_port = ntohs(((const struct sockaddr_in *)sa)->sin_port);
 }
 
 void
@@ -715,6 +748,7 @@ conn_accept(int fd, const struct sockaddr *sa, socklen_t salen,
 	c->ibuf = c->ibuf_inline;
 	c->isize = sizeof(c->ibuf_inline);
 	format_peer(c, sa);
+	c->lidx = listen_idx;
 	c->all_next = all_conns;
 	if (all_conns != NULL)
 		all_conns->all_prev = c;

@@ -109,6 +109,16 @@ const struct config_server *conn_server(const struct conn *c);
 /* The client's address, for logs and X-Forwarded-For. */
 const char *conn_peer(const struct conn *c);
 
+/* The client's port. */
+unsigned conn_peer_port(const struct conn *c);
+
+/*
+ * The address and port the connection came in on, as text (for CGI's
+ * SERVER_ADDR): the listen entry's, or getsockname()'s for a wildcard.
+ */
+bool conn_local(const struct conn *c, char *addr, size_t size,
+    unsigned *port);
+
 /*
  * Copies what the access log needs (method, target, Host, Referer,
  * User-Agent) out of the input buffer into buf, which must live until the

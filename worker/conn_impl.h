@@ -111,6 +111,8 @@ struct conn {
 	size_t opending;
 
 	char peer[INET6_ADDRSTRLEN + 8];
+	uint16_t peer_port;
+	int lidx;		/* the listen entry it came in on */
 	char ibuf_inline[IBUF_INIT];
 };
 

@@ -59,6 +59,7 @@
 	X(IF_UNMODIFIED_SINCE,	"if-unmodified-since",	HF_CONDITIONAL)	\
 	X(KEEP_ALIVE,		"keep-alive",		HF_HOP)		\
 	X(LAST_MODIFIED,	"last-modified",	HF_304_KEEP)	\
+	X(PROXY,		"proxy",		HF_REQ_DROP)	\
 	X(PROXY_CONNECTION,	"proxy-connection",	HF_HOP)		\
 	X(RANGE,		"range",		HF_CONDITIONAL)	\
 	X(REPR_DIGEST,		"repr-digest",		HF_PLAIN_ONLY)	\

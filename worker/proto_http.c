@@ -177,6 +177,5 @@ const struct upstream_proto proto_http = {
 const struct upstream_proto *
 upstream_proto_for(const struct config_upstream *up)
 {
-	(void)up;
-	return &proto_http;
+	return up->protocol == PROTO_FASTCGI ? &proto_fcgi : &proto_http;
 }

@@ -31,6 +31,7 @@
 #include "worker/conn.h"
 #include "worker/http_field.h"
 #include "worker/http_response.h"
+#include "worker/fcgi_params.h"
 #include "worker/proxy.h"
 #include "worker/resp.h"
 #include "worker/upstream.h"
@@ -708,6 +709,7 @@ proxy_free_all(void)
 		free(px);
 	}
 	cache_req_free_all();
+	fcgi_params_free();
 	upstream_conn_free_all();
 	upstream_free_all();
 	waitlist_free_all();

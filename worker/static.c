@@ -900,6 +900,27 @@ serve_index(struct conn *c, struct fentry *dir)
 	resp_error(c, 403);
 }
 
+int
+static_file_status(size_t srv, const char *path, size_t len)
+{
+	const struct config_server *s = &worker.cf->servers[srv];
+	struct fentry *fe;
+	int status;
+
+	fe = fcache_get(worker.fcache, srv, path, len);
+	if (fe == NULL) {
+		log_at(L_ERROR, errno, "file cache");
+		return 500;
+	}
+	status = fe->err != 0 ? errno_status(fe->err) : fe->is_dir ? 404 : 0;
+	if (status == 404)
+		log_info("\"%s%s\" is not a file", s->root, fe->key);
+	else if (status != 0)
+		log_at(L_ERROR, fe->err, "open \"%s%s\"", s->root, fe->key);
+	fentry_release(fe);
+	return status;
+}
+
 void
 static_serve(struct conn *c, size_t srv, const char *path, size_t len)
 {

@@ -49,4 +49,12 @@ void fentry_release(struct fentry *fe);
  */
 void static_serve(struct conn *c, size_t srv, const char *path, size_t len);
 
+/*
+ * Whether the normalised path names a regular file beneath server srv's
+ * root, through the open-file cache: 0, or the status a request for it
+ * gets (404, 403, 500).  For handlers that pass a file's name to an
+ * application (FastCGI's SCRIPT_FILENAME).
+ */
+int static_file_status(size_t srv, const char *path, size_t len);
+
 #endif

@@ -162,4 +162,7 @@ const struct upstream_proto *upstream_proto_for(
 /* HTTP/1.1 (worker/proto_http.c). */
 extern const struct upstream_proto proto_http;
 
+/* FastCGI (worker/proto_fcgi.c). */
+extern const struct upstream_proto proto_fcgi;
+
 #endif

@@ -1108,3 +1108,96 @@ Test(config, underscores_in_headers_per_server)
 	expect_error(SERVER "server {\n\tnames = {\"b\"}\n\troot = \"htdocs\"\n"
 	    "\tunderscores_in_headers = maybe\n}\n", 7, "");
 }
+
+/* FastCGI: the upstream's protocol, the location's fastcgi and params. */
+#define PHP_UPSTREAM(proto)						\
+	"upstream \"php\" {\n\tservers = {\"unix:/run/php.sock\"}\n"	\
+	"\tprotocol = " proto "\n}\n"
+
+Test(config, fastcgi_location)
+{
+	struct config *cf = load_ok(PHP_UPSTREAM("fastcgi")
+	    "server {\n\troot = htdocs\n"
+	    "\tlocation \"/app/\" {\n\t\tfastcgi = \"php\"\n"
+	    "\t\tfastcgi_param = {\"APP_ENV prod\", \"EMPTY \","
+	    " \"MAYBE  if_not_empty\", \"SCRIPT_FILENAME /srv/index.php\"}\n"
+	    "\t\tfastcgi_index = \"main.php\"\n"
+	    "\t\tfastcgi_script_check = off\n\t}\n"
+	    "\tlocation \"/files/\" {\n\t}\n}\n");
+	const struct config_location *l = &cf->servers[0].locations[0];
+	const struct config_fastcgi *f = l->fastcgi;
+
+	cr_assert_eq(cf->upstreams[0].protocol, PROTO_FASTCGI);
+	cr_assert_str_eq(l->prefix, "/files/");	/* longest first */
+	cr_assert_null(l->fastcgi);
+	l = &cf->servers[0].locations[1];
+	f = l->fastcgi;
+	cr_assert_not_null(f);
+	cr_expect_eq(l->upstream, 0);
+	cr_assert_eq(f->nparams, 4);
+	cr_expect_str_eq(f->params[0].name, "APP_ENV");
+	cr_expect_str_eq(f->params[0].value, "prod");
+	cr_expect_not(f->params[0].if_not_empty);
+	cr_expect_str_eq(f->params[1].name, "EMPTY");
+	cr_expect_str_eq(f->params[1].value, "");
+	cr_expect_str_eq(f->params[2].name, "MAYBE");
+	cr_expect_str_eq(f->params[2].value, "");
+	cr_expect(f->params[2].if_not_empty);
+	cr_expect_str_eq(f->params[3].value, "/srv/index.php");
+	cr_expect_str_eq(f->index, "main.php");
+	cr_expect_not(f->script_check);
+	config_free(cf);
+
+	cf = load_ok(PHP_UPSTREAM("http") SERVER);
+	cr_expect_eq(cf->upstreams[0].protocol, PROTO_HTTP);
+	config_free(cf);
+}
+
+Test(config, fastcgi_defaults)
+{
+	struct config *cf = load_ok(PHP_UPSTREAM("fastcgi")
+	    "server {\n\troot = htdocs\n"
+	    "\tlocation \"/\" {\n\t\tfastcgi = php\n\t}\n}\n");
+	const struct config_fastcgi *f = cf->servers[0].locations[0].fastcgi;
+
+	cr_assert_not_null(f);
+	cr_expect_eq(f->nparams, 0);
+	cr_expect_str_eq(f->index, "index.php");
+	cr_expect(f->script_check);
+	config_free(cf);
+}
+
+Test(config, fastcgi_errors)
+{
+	expect_error(PHP_UPSTREAM("gopher") SERVER, 3,
+	    "unknown protocol \"gopher\" (http or fastcgi)");
+	expect_error(PHP_UPSTREAM("fastcgi")
+	    "server {\n\troot = htdocs\n"
+	    "\tlocation \"/\" {\n\t\tproxy = \"php\"\n\t}\n}\n", 8,
+	    "proxy \"php\": that upstream's protocol is not http (use "
+	    "fastcgi = for a FastCGI upstream)");
+	expect_error(PHP_UPSTREAM("http")
+	    "server {\n\troot = htdocs\n"
+	    "\tlocation \"/\" {\n\t\tfastcgi = \"php\"\n\t}\n}\n", 8,
+	    "fastcgi \"php\": that upstream's protocol is not fastcgi (set "
+	    "protocol = fastcgi in it)");
+	expect_error("server {\n\troot = htdocs\n"
+	    "\tlocation \"/\" {\n\t\tfastcgi = \"none\"\n\t}\n}\n", 4,
+	    "fastcgi \"none\": no upstream has that name");
+	expect_error(PHP_UPSTREAM("fastcgi")
+	    "server {\n\troot = htdocs\n\tlocation \"/\" {\n"
+	    "\t\tfastcgi = \"php\"\n\t\tproxy = \"php\"\n\t}\n}\n", 9,
+	    "proxy or fastcgi, not both");
+	expect_error(PHP_UPSTREAM("fastcgi")
+	    "server {\n\troot = htdocs\n\tlocation \"/\" {\n"
+	    "\t\tfastcgi = \"php\"\n\t\tfastcgi_param = {\"BAD-NAME x\"}\n"
+	    "\t}\n}\n", 9, "fastcgi_param \"BAD-NAME x\": expected");
+	expect_error(PHP_UPSTREAM("fastcgi")
+	    "server {\n\troot = htdocs\n\tlocation \"/\" {\n"
+	    "\t\tfastcgi = \"php\"\n\t\tfastcgi_param = {\"X $uri\"}\n"
+	    "\t}\n}\n", 9, "variables are not supported here yet");
+	expect_error(PHP_UPSTREAM("fastcgi")
+	    "server {\n\troot = htdocs\n\tlocation \"/\" {\n"
+	    "\t\tfastcgi = \"php\"\n\t\tfastcgi_param = {\"\"}\n"
+	    "\t}\n}\n", 9, "fastcgi_param \"\": expected");
+}
