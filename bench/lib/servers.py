@@ -409,13 +409,13 @@ def has_config(suite, name):
                                        % (suite, name)))
 
 
-def start_all(ctx, suite, extra, skip=()):
-    """Starts every server found that has a config for the suite, but
-    those named in skip; the ones that fail are left out with a note
-    (corral's failure is also recorded in ctx.failures)."""
+def start_all(ctx, suite, extra):
+    """Starts every server found that has a config for the suite; the ones
+    that fail are left out with a note (corral's failure is also recorded
+    in ctx.failures)."""
     running = []
     for srv in ctx.servers:
-        if not has_config(suite, srv.name) or srv.name in skip:
+        if not has_config(suite, srv.name):
             continue
         try:
             srv.start(suite, extra)

@@ -27,10 +27,6 @@ NAME = "fastcgi"
 # Tools this suite wants beyond the harness's, and their Debian packages.
 TOOLS = {"php-fpm8.2": "php-fpm"}
 
-# corral's FastCGI protocol is being built on the new upstream core; until
-# it lands, corral's row is left out with a note.
-CORRAL_READY = False
-
 CONNECTIONS = 32
 POOL = {
     "pm": "static",
@@ -138,12 +134,8 @@ def run(ctx):
         ctx.note("%s: %s" % (NAME, e))
         return []
     ctx.running.append(fpm)
-    if not CORRAL_READY:
-        ctx.note("%s: corral has no FastCGI yet, its rows are left out" %
-                 NAME)
     running = start_all(ctx, NAME, {"FPM_SOCKET": fpm.socket, "ROOT": root,
-                                    "KEEPALIVE": CONNECTIONS},
-                        skip=() if CORRAL_READY else ("corral",))
+                                    "KEEPALIVE": CONNECTIONS})
     out = []
     try:
         for key, title, path in CASES:
