@@ -492,8 +492,11 @@ class MalformedTest(FastCGITestCase):
         self.assertEqual((r.status, r.body), (200, b'good\n'))
         conns = app.connections
         c.get('/good')
+        # (Seen once under load 18, not since: the connection was
+        # reused.  The log says whether corral saw the bytes.)
         self.assertEqual(app.connections, conns + 1,
-                         'a connection that sent junk was reused')
+                         'a connection that sent junk was reused\n%s' %
+                         c.diagnostics())
 
     def test_padded_records(self):
         c, app = self.start_app()
