@@ -140,10 +140,12 @@ static int cb_stale(cfg_t *, cfg_opt_t *, const char *, void *);
 static int cb_purge(cfg_t *, cfg_opt_t *, const char *, void *);
 
 static int cb_protocol(cfg_t *, cfg_opt_t *, const char *, void *);
+static int cb_proxy_path(cfg_t *, cfg_opt_t *, const char *, void *);
 static int cb_fcgi_param(cfg_t *, cfg_opt_t *, const char *, void *);
 
 static cfg_opt_t location_opts[] = {
 	CFG_STR("proxy", NULL, CFGF_NODEFAULT),
+	CFG_STR_CB("proxy_path", NULL, CFGF_NODEFAULT, cb_proxy_path),
 	CFG_STR("fastcgi", NULL, CFGF_NODEFAULT),
 	CFG_STR_LIST_CB("fastcgi_param", "{}", CFGF_NONE, cb_fcgi_param),
 	CFG_STR("fastcgi_index", "index.php", CFGF_NONE),
@@ -764,6 +766,24 @@ cb_protocol(cfg_t *cfg, cfg_opt_t *opt, const char *value, void *result)
 	return 0;
 }
 
+/* A path: '/' first, then visible bytes, no query or fragment. */
+static int
+cb_proxy_path(cfg_t *cfg, cfg_opt_t *opt, const char *value, void *result)
+{
+	const char *p;
+
+	(void)opt;
+	for (p = value; *p > ' ' && *p < 0x7f && *p != '?' && *p != '#'; p++)
+		;
+	if (value[0] != '/' || *p != '\0') {
+		cfg_error(cfg, "proxy_path \"%s\": expected a path starting "
+		    "with '/', without spaces, '?' or '#'", value);
+		return -1;
+	}
+	*(const char **)result = value;
+	return 0;
+}
+
 /*
  * "NAME VALUE" or "NAME VALUE if_not_empty": NAME is what CGI names take
  * (letters, digits, '_'); VALUE may be empty ("NAME ").
@@ -1095,6 +1115,7 @@ static const struct {
 	{ "server|location",	validate_location },
 	{ "server|location|proxy", validate_proxy },
 	{ "server|location|fastcgi", validate_proxy },
+	{ "server|location|proxy_path", validate_proxy },
 	{ "error_log",		validate_nonempty },
 	{ "pid_file",		validate_nonempty },
 	{ "stats_file",		validate_nonempty },
@@ -1319,6 +1340,10 @@ check_upstream_use(cfg_t *cfg, cfg_t *ls, int line)
 
 	if (proxy != NULL && fcgi != NULL) {
 		fail(line, "a location has proxy or fastcgi, not both");
+		return;
+	}
+	if (proxy == NULL && cfg_getstr(ls, "proxy_path") != NULL) {
+		fail(line, "proxy_path needs proxy in its location");
 		return;
 	}
 	if (name == NULL)
@@ -1583,6 +1608,8 @@ build_locations(cfg_t *sec, struct config_server *s)
 		build_location_cache(ls, l);
 		if (cfg_getstr(ls, "fastcgi") != NULL)
 			l->fastcgi = build_fastcgi(ls);
+		if (cfg_getstr(ls, "proxy_path") != NULL)
+			l->proxy_path = copy(cfg_getstr(ls, "proxy_path"));
 	}
 	qsort(s->locations, n, sizeof(*s->locations), location_cmp);
 }
@@ -1816,6 +1843,7 @@ config_free(struct config *cf)
 			free_list(cf->servers[i].locations[j].status_allow,
 			    cf->servers[i].locations[j].nstatus_allow);
 			free_fastcgi(cf->servers[i].locations[j].fastcgi);
+			free(cf->servers[i].locations[j].proxy_path);
 		}
 		free(cf->servers[i].locations);
 	}

@@ -83,6 +83,7 @@ struct config_location {
 	char **status_allow;		/* who may see it, like purge_allow */
 	size_t nstatus_allow;
 	struct config_fastcgi *fastcgi;	/* set with fastcgi = "NAME" */
+	char *proxy_path;		/* replaces prefix upstream, or NULL */
 };
 
 /* fastcgi_param "NAME VALUE [if_not_empty]". */

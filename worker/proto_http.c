@@ -8,6 +8,7 @@
  * length.  The response is parsed strictly (worker/http_response.h) and
  * its body relayed with its framing as is, or decoded when asked.
  */
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -32,9 +33,76 @@ add_field(struct upstream_buf *b, const struct http_header *h)
 	    upstream_buf_span(b, h->value) && upstream_buf_add(b, "\r\n", 2);
 }
 
+/* Bytes a path may hold as they are (RFC 3986 pchar and '/'). */
 static bool
-add_target(struct upstream_buf *b, const struct http_request *r)
+path_char(unsigned char c)
 {
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+	    (c >= '0' && c <= '9') || strchr("-._~!$&'()*+,;=:@/", c) != NULL;
+}
+
+/* Appends a decoded path, percent-encoding what a path may not hold. */
+static bool
+add_encoded(struct upstream_buf *b, const char *p, size_t n)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	char esc[3] = { '%', 0, 0 };
+	size_t i, run = 0;
+
+	for (i = 0; i < n; i++) {
+		if (path_char((unsigned char)p[i]))
+			continue;
+		if (!upstream_buf_add(b, p + run, i - run))
+			return false;
+		esc[1] = hex[(unsigned char)p[i] >> 4];
+		esc[2] = hex[(unsigned char)p[i] & 15];
+		if (!upstream_buf_add(b, esc, 3))
+			return false;
+		run = i + 1;
+	}
+	return upstream_buf_add(b, p + run, n - run);
+}
+
+/*
+ * proxy_path: the location's prefix becomes proxy_path, as nginx's
+ * "proxy_pass http://b/;" does.  The rest of the path goes as the client
+ * wrote it when its bytes spell the prefix, else (an escaped prefix) the
+ * normalised path's rest, escaped again.
+ */
+static bool
+add_replaced(struct upstream_buf *b, const struct http_request *r,
+    const struct config_location *l)
+{
+	char norm[PATH_MAX];
+	ssize_t n;
+	int status;
+
+	if (!upstream_buf_str(b, l->proxy_path))
+		return false;
+	if (r->path.len >= l->prefix_len &&
+	    memcmp(r->path.p, l->prefix, l->prefix_len) == 0) {
+		if (!upstream_buf_add(b, r->path.p + l->prefix_len,
+		    r->path.len - l->prefix_len))
+			return false;
+	} else {
+		n = http_path_normalize(norm, sizeof(norm), r->path.p,
+		    r->path.len, &status);
+		if (n < (ssize_t)l->prefix_len)
+			return false;
+		if (!add_encoded(b, norm + l->prefix_len,
+		    (size_t)n - l->prefix_len))
+			return false;
+	}
+	return r->query.p == NULL || (upstream_buf_add(b, "?", 1) &&
+	    upstream_buf_span(b, r->query));
+}
+
+static bool
+add_target(struct upstream_buf *b, const struct http_request *r,
+    const struct config_location *l)
+{
+	if (l->proxy_path != NULL)
+		return add_replaced(b, r, l);
 	/* Absolute form goes as origin form (RFC 9112 3.2.1). */
 	if (!r->absolute_form)
 		return upstream_buf_span(b, r->target);
@@ -59,7 +127,7 @@ http_request_head(struct upstream_conn *uc, void *vctx,
 	ctx->chunked = r->chunked;
 	ctx->no_body = rq->no_body;
 	ok = upstream_buf_span(out, rq->method) &&
-	    upstream_buf_add(out, " ", 1) && add_target(out, r) &&
+	    upstream_buf_add(out, " ", 1) && add_target(out, r, rq->loc) &&
 	    upstream_buf_str(out, " HTTP/1.1\r\n");
 	for (h = r->headers; ok && h < r->headers + r->nheaders; h++) {
 		if (rq->keep(rq, h))
