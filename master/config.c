@@ -27,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "master/config.h"
@@ -140,6 +141,8 @@ static int cb_stale(cfg_t *, cfg_opt_t *, const char *, void *);
 static int cb_purge(cfg_t *, cfg_opt_t *, const char *, void *);
 
 static int cb_protocol(cfg_t *, cfg_opt_t *, const char *, void *);
+static int cb_cidr(cfg_t *, cfg_opt_t *, const char *, void *);
+static int cb_real_ip_header(cfg_t *, cfg_opt_t *, const char *, void *);
 static int cb_proxy_path(cfg_t *, cfg_opt_t *, const char *, void *);
 static int cb_fcgi_param(cfg_t *, cfg_opt_t *, const char *, void *);
 
@@ -231,6 +234,10 @@ static cfg_opt_t opts[] = {
 	CFG_INT_CB("lingering_timeout", 5 * SEC, CFGF_NONE, cb_time),
 
 	CFG_BOOL("server_tokens", cfg_true, CFGF_NONE),
+	CFG_PTR_LIST_CB("real_ip_from", "{}", CFGF_NONE, cb_cidr, free),
+	CFG_STR_CB("real_ip_header", "X-Forwarded-For", CFGF_NONE,
+	    cb_real_ip_header),
+	CFG_BOOL("real_ip_recursive", cfg_false, CFGF_NONE),
 	CFG_BOOL("sendfile", cfg_true, CFGF_NONE),
 	CFG_STR("mime_types", "mime.types", CFGF_NONE),
 	CFG_STR("default_type", "application/octet-stream", CFGF_NONE),
@@ -760,6 +767,58 @@ cb_protocol(cfg_t *cfg, cfg_opt_t *opt, const char *value, void *result)
 	if (strcmp(value, "http") != 0 && strcmp(value, "fastcgi") != 0) {
 		cfg_error(cfg, "unknown protocol \"%s\" (http or fastcgi)",
 		    value);
+		return -1;
+	}
+	*(const char **)result = value;
+	return 0;
+}
+
+/* "ADDRESS" or "ADDRESS/BITS", IPv4 or IPv6; host bits are cleared. */
+static int
+cb_cidr(cfg_t *cfg, cfg_opt_t *opt, const char *value, void *result)
+{
+	struct config_cidr *c;
+	char text[INET6_ADDRSTRLEN];
+	const char *slash = strchr(value, '/');
+	size_t n = slash != NULL ? (size_t)(slash - value) : strlen(value);
+	unsigned long bits;
+	char *end;
+	unsigned i;
+
+	(void)opt;
+	if ((c = calloc(1, sizeof(*c))) == NULL)
+		return -1;
+	c->family = memchr(value, ':', n) != NULL ? AF_INET6 : AF_INET;
+	bits = c->family == AF_INET ? 32 : 128;
+	if (n < sizeof(text)) {
+		memcpy(text, value, n);
+		text[n] = '\0';
+	}
+	if (n >= sizeof(text) || inet_pton(c->family, text, c->addr) != 1 ||
+	    (slash != NULL && (!isdigit((unsigned char)slash[1]) ||
+	    (bits = strtoul(slash + 1, &end, 10), *end != '\0') ||
+	    bits > (c->family == AF_INET ? 32u : 128u)))) {
+		cfg_error(cfg, "real_ip_from \"%s\": expected an address or "
+		    "ADDRESS/BITS, IPv4 or IPv6", value);
+		free(c);
+		return -1;
+	}
+	c->bits = (unsigned)bits;
+	for (i = c->bits; i < (c->family == AF_INET ? 32u : 128u); i++)
+		c->addr[i / 8] &= (unsigned char)~(0x80u >> (i % 8));
+	*(void **)result = c;
+	return 0;
+}
+
+static int
+cb_real_ip_header(cfg_t *cfg, cfg_opt_t *opt, const char *value,
+    void *result)
+{
+	(void)opt;
+	if (strcasecmp(value, "X-Forwarded-For") != 0 &&
+	    strcasecmp(value, "X-Real-IP") != 0) {
+		cfg_error(cfg, "real_ip_header \"%s\": X-Forwarded-For or "
+		    "X-Real-IP", value);
 		return -1;
 	}
 	*(const char **)result = value;
@@ -1529,6 +1588,25 @@ build_location_cache(cfg_t *ls, struct config_location *l)
 	l->status_allow = copy_list(ls, "status_allow", &l->nstatus_allow);
 }
 
+static void
+build_real_ip(cfg_t *cfg, struct config *cf)
+{
+	size_t i, n = cfg_size(cfg, "real_ip_from");
+
+	if (n > 0 && (cf->real_ip_from = calloc(n,
+	    sizeof(*cf->real_ip_from))) == NULL) {
+		ld->oom = true;
+		return;
+	}
+	cf->nreal_ip_from = n;
+	for (i = 0; i < n; i++)
+		cf->real_ip_from[i] = *(struct config_cidr *)
+		    cfg_getnptr(cfg, "real_ip_from", i);
+	cf->real_ip_header = strcasecmp(cfg_getstr(cfg, "real_ip_header"),
+	    "X-Real-IP") == 0 ? REAL_IP_X_REAL_IP : REAL_IP_XFF;
+	cf->real_ip_recursive = cfg_getbool(cfg, "real_ip_recursive");
+}
+
 static struct config_fastcgi *
 build_fastcgi(cfg_t *ls)
 {
@@ -1738,6 +1816,7 @@ build(cfg_t *cfg, struct config *cf)
 	cf->lingering_timeout_ms = cfg_getint(cfg, "lingering_timeout");
 
 	cf->server_tokens = cfg_getbool(cfg, "server_tokens");
+	build_real_ip(cfg, cf);
 	cf->sendfile = cfg_getbool(cfg, "sendfile");
 	cf->mime_types = copy_path(cfg_getstr(cfg, "mime_types"), NULL);
 	cf->default_type = copy(cfg_getstr(cfg, "default_type"));
@@ -1857,6 +1936,7 @@ config_free(struct config *cf)
 		log_format_free(cf->log_formats[i].fmt);
 	}
 	free(cf->log_formats);
+	free(cf->real_ip_from);
 	free(cf->servers);
 	free(cf->listen);
 	free(cf->file);

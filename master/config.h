@@ -32,6 +32,19 @@ struct config_peer {
 	int weight;			/* 1..100 */
 };
 
+/* An address prefix: 10.0.0.0/8, 2001:db8::/32, 192.0.2.1 (/32). */
+struct config_cidr {
+	int family;			/* AF_INET, AF_INET6 */
+	unsigned bits;
+	unsigned char addr[16];		/* host bits zero */
+};
+
+/* Where a trusted proxy names the client (real_ip_header). */
+enum config_real_ip {
+	REAL_IP_XFF,			/* X-Forwarded-For */
+	REAL_IP_X_REAL_IP,		/* X-Real-IP */
+};
+
 /* What an upstream group speaks (worker/upstream_proto.h). */
 enum config_protocol {
 	PROTO_HTTP,
@@ -166,6 +179,12 @@ struct config {
 	int lingering_timeout_ms;
 
 	bool server_tokens;
+
+	/* Trusted proxies (worker/realip.h): their clients' addresses. */
+	struct config_cidr *real_ip_from;
+	size_t nreal_ip_from;
+	enum config_real_ip real_ip_header;
+	bool real_ip_recursive;
 	bool sendfile;
 	char *mime_types;		/* absolute path */
 	char *default_type;

@@ -23,6 +23,8 @@
 #include "master/config.h"
 #include "master/log.h"
 #include "worker/conn_impl.h"
+#include "worker/http_lex.h"
+#include "worker/realip.h"
 #include "worker/proxy.h"
 #include "worker/status.h"
 
@@ -35,6 +37,7 @@ static void conn_close(struct conn *c);
 static void conn_process(struct conn *c);
 static void conn_write(struct conn *c);
 static void req_forget(struct conn *c);
+static void real_ip(struct conn *c);
 
 void
 conn_log_upstream(struct conn *c, const char *addr, int status,
@@ -80,6 +83,12 @@ unsigned
 conn_peer_port(const struct conn *c)
 {
 	return c->peer_port;
+}
+
+const char *
+conn_via_trusted(const struct conn *c)
+{
+	return c->via_trusted ? c->conn_peer : NULL;
 }
 
 bool
@@ -527,6 +536,7 @@ parse_one(struct conn *c)
 	c->ipos += (size_t)n;
 	c->scan = 0;
 	c->srv = request_server(r->host);
+	real_ip(c);
 	has_body = r->content_length > 0 || r->chunked;
 	if (has_body && !body_begin(c))
 		return false;
@@ -724,6 +734,75 @@ format_peer(struct conn *c, const struct sockaddr *sa)
 		strcpy(c->peer, "?");
 	/* sin_port and sin6_port share their place. */
 	c->peer_port = ntohs(((const struct sockaddr_in *)sa)->sin_port);
+	c->conn_family = c->peer_family = sa->sa_family;
+	memcpy(c->conn_addr, addr, sa->sa_family == AF_INET6 ? 16 : 4);
+	memcpy(c->peer_addr, c->conn_addr, sizeof(c->peer_addr));
+	memcpy(c->conn_peer, c->peer, sizeof(c->conn_peer));
+}
+
+static bool
+trusted(const struct sockaddr *sa, void *arg)
+{
+	const struct config *cf = arg;
+	const void *a = sa->sa_family == AF_INET6 ?
+	    (const void *)&((const struct sockaddr_in6 *)sa)->sin6_addr :
+	    (const void *)&((const struct sockaddr_in *)sa)->sin_addr;
+
+	return realip_cidr_match(cf->real_ip_from, cf->nreal_ip_from,
+	    sa->sa_family, a);
+}
+
+/*
+ * real_ip_from: a request that comes through a trusted proxy names its
+ * client in X-Forwarded-For (or X-Real-IP); that address is the client's
+ * for the logs, the access rules, the application and the upstream.
+ * Each request of a kept-alive connection starts from the connection's
+ * own peer again.
+ */
+static void
+real_ip(struct conn *c)
+{
+	const struct config *cf = worker.cf;
+	const struct http_request *r = &c->req;
+	const char *name;
+	struct sockaddr_storage ss;
+	struct span v[8];
+	const void *a;
+	size_t i, n = 0;
+	bool ok;
+
+	if (c->peer_real) {
+		memcpy(c->peer, c->conn_peer, sizeof(c->peer));
+		c->peer_family = c->conn_family;
+		memcpy(c->peer_addr, c->conn_addr, sizeof(c->peer_addr));
+		c->peer_real = false;
+	}
+	c->via_trusted = cf->nreal_ip_from > 0 &&
+	    realip_cidr_match(cf->real_ip_from, cf->nreal_ip_from,
+	    c->conn_family, c->conn_addr);
+	if (!c->via_trusted)
+		return;
+	name = cf->real_ip_header == REAL_IP_XFF ? "x-forwarded-for" :
+	    "x-real-ip";
+	for (i = 0; i < r->nheaders && n < 8; i++)
+		if (http_span_ieq(r->headers[i].name, name))
+			v[n++] = r->headers[i].value;
+	if (cf->real_ip_header == REAL_IP_XFF)
+		ok = realip_from_xff(v, n, cf->real_ip_recursive, trusted,
+		    (void *)cf, &ss);
+	else
+		ok = n == 1 && realip_parse_addr(v[0].p, v[0].len, &ss);
+	if (!ok)
+		return;
+	a = ss.ss_family == AF_INET6 ?
+	    (const void *)&((const struct sockaddr_in6 *)&ss)->sin6_addr :
+	    (const void *)&((const struct sockaddr_in *)&ss)->sin_addr;
+	if (inet_ntop(ss.ss_family, a, c->peer, sizeof(c->peer)) == NULL)
+		return;
+	c->peer_family = ss.ss_family;
+	memset(c->peer_addr, 0, sizeof(c->peer_addr));
+	memcpy(c->peer_addr, a, ss.ss_family == AF_INET6 ? 16 : 4);
+	c->peer_real = true;
 }
 
 void

@@ -113,6 +113,13 @@ const char *conn_peer(const struct conn *c);
 unsigned conn_peer_port(const struct conn *c);
 
 /*
+ * When the request came through a trusted proxy (real_ip_from), that
+ * proxy's address (the connection's peer); NULL otherwise.  conn_peer()
+ * is then the client it named, when it named one.
+ */
+const char *conn_via_trusted(const struct conn *c);
+
+/*
  * The address and port the connection came in on, as text (for CGI's
  * SERVER_ADDR): the listen entry's, or getsockname()'s for a wildcard.
  */

@@ -113,6 +113,13 @@ struct conn {
 	char peer[INET6_ADDRSTRLEN + 8];
 	uint16_t peer_port;
 	int lidx;		/* the listen entry it came in on */
+	int peer_family;	/* the client: the connection's peer, or */
+	unsigned char peer_addr[16];	/* who a trusted proxy names */
+	bool via_trusted;	/* the connection's peer is in real_ip_from */
+	bool peer_real;		/* peer names the client behind it */
+	int conn_family;	/* the connection's own peer */
+	unsigned char conn_addr[16];
+	char conn_peer[INET6_ADDRSTRLEN + 8];
 	char ibuf_inline[IBUF_INIT];
 };
 

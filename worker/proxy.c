@@ -30,6 +30,7 @@
 #include "worker/cache.h"
 #include "worker/conn.h"
 #include "worker/http_field.h"
+#include "worker/http_lex.h"
 #include "worker/http_response.h"
 #include "worker/fcgi_params.h"
 #include "worker/proxy.h"
@@ -41,6 +42,8 @@
 #define PX_OUT_HIGH	(256 * 1024)	/* response bytes waiting for the
 					   client */
 #define PX_LOGBUF	2048
+#define PX_XFF		1024		/* a longer X-Forwarded-For list from a
+					   trusted proxy gives way to the client */
 #define PX_ADD		6		/* fields added to a request */
 
 /* name, whether it rests until an event, what happens */
@@ -99,6 +102,7 @@ struct proxy {
 
 	struct http_header add[PX_ADD];
 	char date[HTTP_DATE_LEN + 1];
+	char xff[PX_XFF];		/* a trusted proxy's list, and it */
 	struct http_header loghdrs[2];
 	char logbuf[PX_LOGBUF];
 	struct proxy *next;		/* free list */
@@ -256,13 +260,45 @@ px_field(struct proxy *px, size_t *n, const char *name, const char *v,
 	(*n)++;
 }
 
+/*
+ * X-Forwarded-For: the client, or, from a trusted proxy (real_ip_from),
+ * the list it sent with that proxy appended, so the chain goes on.
+ */
+static struct span
+px_xff(struct proxy *px)
+{
+	const struct http_request *r = px->req;
+	const char *via = conn_via_trusted(px->c), *peer = conn_peer(px->c);
+	size_t i, len = 0, vlen;
+
+	if (via == NULL)
+		return (struct span){ peer, strlen(peer) };
+	vlen = strlen(via);
+	for (i = 0; i < r->nheaders; i++) {
+		const struct span v = r->headers[i].value;
+
+		if (!http_span_ieq(r->headers[i].name, "x-forwarded-for") ||
+		    v.len == 0)
+			continue;
+		if (len + v.len + 2 + vlen >= sizeof(px->xff))
+			return (struct span){ peer, strlen(peer) };
+		memcpy(px->xff + len, v.p, v.len);
+		len += v.len;
+		memcpy(px->xff + len, ", ", 2);
+		len += 2;
+	}
+	memcpy(px->xff + len, via, vlen);
+	return (struct span){ px->xff, len + vlen };
+}
+
 /* What the upstream gets: the request after the rules, and ours. */
 static void
 px_request(struct proxy *px, struct upstream_request *rq)
 {
 	const struct http_request *r = px->req;
 	struct span host = http_header_get(r, "Host");
-	const char *peer = conn_peer(px->c);
+	struct span proto = http_header_get(r, "X-Forwarded-Proto");
+	struct span xff = px_xff(px);
 	size_t n = 0;
 
 	memset(rq, 0, sizeof(*rq));
@@ -275,8 +311,12 @@ px_request(struct proxy *px, struct upstream_request *rq)
 	    r->method == HTTP_M_PUT || r->method == HTTP_M_DELETE;
 	rq->keep = px_keep;
 	rq->arg = px;
-	px_field(px, &n, "X-Forwarded-For", peer, strlen(peer));
-	px_field(px, &n, "X-Forwarded-Proto", "http", 4);
+	px_field(px, &n, "X-Forwarded-For", xff.p, xff.len);
+	/* A trusted proxy knows the scheme its client used. */
+	if (proto.p != NULL && proto.len > 0 && conn_via_trusted(px->c))
+		px_field(px, &n, "X-Forwarded-Proto", proto.p, proto.len);
+	else
+		px_field(px, &n, "X-Forwarded-Proto", "http", 4);
 	if (host.p != NULL)
 		px_field(px, &n, "X-Forwarded-Host", host.p, host.len);
 	if (px->cr != NULL)

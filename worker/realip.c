@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <string.h>
 
+#include "master/config.h"
 #include "worker/http.h"
 #include "worker/realip.h"
 
@@ -133,4 +134,24 @@ realip_from_xff(const struct span *values, size_t n, bool recursive,
 	if (any)
 		*out = leftmost;
 	return any;
+}
+
+bool
+realip_cidr_match(const struct config_cidr *list, size_t n, int family,
+    const unsigned char *addr)
+{
+	const struct config_cidr *c;
+	unsigned full, rest;
+
+	for (c = list; c < list + n; c++) {
+		if (c->family != family)
+			continue;
+		full = c->bits / 8;
+		rest = c->bits % 8;
+		if (memcmp(c->addr, addr, full) == 0 && (rest == 0 ||
+		    ((addr[full] ^ c->addr[full]) &
+		    (unsigned char)(0xff00u >> rest)) == 0))
+			return true;
+	}
+	return false;
 }

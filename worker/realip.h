@@ -35,6 +35,12 @@ typedef bool (*realip_trusted_fn)(const struct sockaddr *sa, void *arg);
 bool realip_from_xff(const struct span *values, size_t n, bool recursive,
     realip_trusted_fn trusted, void *arg, struct sockaddr_storage *out);
 
+struct config_cidr;
+
+/* Whether the address (AF_INET: 4 bytes, AF_INET6: 16) is in the list. */
+bool realip_cidr_match(const struct config_cidr *list, size_t n, int family,
+    const unsigned char *addr);
+
 /* Parses one address element as above into *out; false if it is none. */
 bool realip_parse_addr(const char *p, size_t len,
     struct sockaddr_storage *out);

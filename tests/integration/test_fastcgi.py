@@ -249,6 +249,16 @@ class ServerVarsTest(FastCGITestCase):
         self.assertNotIn('HTTP_X_UNDER', s)
 
 
+    def test_client_behind_a_trusted_proxy(self):
+        c, _ = self.start_php(real_ip_from=['127.0.0.1'])
+        c.write('dump.php', DUMP_PHP)
+        s = self.dump(c, headers=['X-Forwarded-For: 192.0.2.9',
+                                  'X-Forwarded-Proto: https'])['server']
+        self.assertEqual(s['REMOTE_ADDR'], '192.0.2.9')
+        self.assertEqual(s['HTTP_X_FORWARDED_FOR'], '192.0.2.9, 127.0.0.1')
+        self.assertEqual(s['HTTP_X_FORWARDED_PROTO'], 'https')
+
+
 class StatusAndHeadersTest(FastCGITestCase):
 
     def test_status_and_headers_from_php(self):

@@ -8,6 +8,7 @@
 #include <netinet/in.h>
 #include <string.h>
 
+#include "master/config.h"
 #include "worker/realip.h"
 
 static bool
@@ -110,4 +111,34 @@ Test(realip, absent_lines_are_skipped)
 	cr_assert(realip_from_xff(v, 2, false, trusted, NULL, &out));
 	cr_assert_eq(out.ss_family, AF_INET);
 	cr_assert_not(realip_from_xff(v, 1, false, trusted, NULL, &out));
+}
+
+Test(realip, cidr_match)
+{
+	struct config_cidr list[3] = {
+		{ AF_INET, 8, { 10 } },
+		{ AF_INET, 27, { 192, 0, 2, 32 } },
+		{ AF_INET6, 33, { 0x20, 0x01, 0x0d, 0xb8, 0x80 } },
+	};
+	unsigned char a4[4], a6[16];
+
+	inet_pton(AF_INET, "10.200.3.4", a4);
+	cr_expect(realip_cidr_match(list, 3, AF_INET, a4));
+	inet_pton(AF_INET, "11.0.0.1", a4);
+	cr_expect_not(realip_cidr_match(list, 3, AF_INET, a4));
+	inet_pton(AF_INET, "192.0.2.63", a4);
+	cr_expect(realip_cidr_match(list, 3, AF_INET, a4));
+	inet_pton(AF_INET, "192.0.2.64", a4);
+	cr_expect_not(realip_cidr_match(list, 3, AF_INET, a4));
+	inet_pton(AF_INET, "192.0.2.31", a4);
+	cr_expect_not(realip_cidr_match(list, 3, AF_INET, a4));
+	inet_pton(AF_INET6, "2001:db8:8000::1", a6);
+	cr_expect(realip_cidr_match(list, 3, AF_INET6, a6));
+	inet_pton(AF_INET6, "2001:db8:7fff::1", a6);
+	cr_expect_not(realip_cidr_match(list, 3, AF_INET6, a6));
+	/* Families never match each other, and /0 matches all of one. */
+	cr_expect_not(realip_cidr_match(list, 1, AF_INET6, a6));
+	list[0].bits = 0;
+	cr_expect(realip_cidr_match(list, 1, AF_INET, a4));
+	cr_expect_not(realip_cidr_match(list, 0, AF_INET, a4));
 }

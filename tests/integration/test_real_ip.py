@@ -1,0 +1,103 @@
+"""
+Clients behind trusted proxies (real_ip_from, as nginx's realip module):
+the address a trusted proxy names in X-Forwarded-For (or X-Real-IP) is
+the client's for the access log and the upstream, X-Forwarded-For goes
+on as that proxy's list with the proxy appended, and X-Forwarded-Proto
+is kept from it.  From anyone else both are replaced.  The clients here
+connect from 127.0.0.1.
+"""
+import re
+
+from harness import Conn, build_request, read_text, wait_until
+from test_proxy import ProxyTestCase
+
+
+class RealIpTest(ProxyTestCase):
+
+    def start_real_ip(self, o, trusted, **kw):
+        kw.setdefault('real_ip_from', trusted)
+        return self.start_proxy([o.addr], **kw)
+
+    def upstream_fields(self, c, o, headers, conn=None):
+        """(X-Forwarded-For, X-Forwarded-Proto) the origin got."""
+        req = build_request('/api/echo', headers=headers)
+        if conn is not None:
+            conn.send(req)
+            r = conn.read_response()
+        else:
+            r = c.request(req)
+        self.assertEqual(r.status, 200, r)
+        _, h = self.received(o, '/api/echo')
+        return h.get('x-forwarded-for'), h.get('x-forwarded-proto')
+
+    def logged_clients(self, c, n):
+        """The client field of the access log's last n lines."""
+        lines = []
+
+        def have():
+            lines[:] = read_text(c.access_log).splitlines()
+            return len(lines) >= n
+        self.assertTrue(wait_until(have, 5), 'no access log lines')
+        return [l.split(' ', 1)[0] for l in lines[-n:]]
+
+    def test_trusted_proxy_names_the_client(self):
+        o = self.origin()
+        c = self.start_real_ip(o, ['127.0.0.1'])
+        xff, proto = self.upstream_fields(c, o, [
+            'X-Forwarded-For: 192.0.2.7', 'X-Forwarded-Proto: https'])
+        self.assertEqual(xff, '192.0.2.7, 127.0.0.1')
+        self.assertEqual(proto, 'https')
+        self.assertEqual(self.logged_clients(c, 1), ['192.0.2.7'])
+
+    def test_untrusted_peer_is_the_client(self):
+        o = self.origin()
+        c = self.start_real_ip(o, ['10.0.0.0/8', '::1'])
+        xff, proto = self.upstream_fields(c, o, [
+            'X-Forwarded-For: 192.0.2.7', 'X-Forwarded-Proto: https'])
+        self.assertEqual(xff, '127.0.0.1')
+        self.assertEqual(proto, 'http')
+        self.assertEqual(self.logged_clients(c, 1), ['127.0.0.1'])
+
+    def test_recursive_walks_past_trusted_proxies(self):
+        o = self.origin()
+        hdr = ['X-Forwarded-For: 203.0.113.5, 10.1.2.3']
+        c = self.start_real_ip(o, ['127.0.0.0/8', '10.0.0.0/8'],
+                               real_ip_recursive=True)
+        xff, _ = self.upstream_fields(c, o, hdr)
+        self.assertEqual(xff, '203.0.113.5, 10.1.2.3, 127.0.0.1')
+        self.assertEqual(self.logged_clients(c, 1), ['203.0.113.5'])
+        c.stop()
+        c = self.start_real_ip(o, ['127.0.0.0/8', '10.0.0.0/8'])
+        self.upstream_fields(c, o, hdr)
+        self.assertEqual(self.logged_clients(c, 1), ['10.1.2.3'])
+
+    def test_x_real_ip(self):
+        o = self.origin()
+        c = self.start_real_ip(o, ['127.0.0.1'],
+                               real_ip_header='X-Real-IP')
+        self.upstream_fields(c, o, ['X-Real-IP: 2001:db8::9',
+                                    'X-Forwarded-For: 192.0.2.1'])
+        self.assertEqual(self.logged_clients(c, 1), ['2001:db8::9'])
+
+    def test_each_request_of_a_connection_starts_anew(self):
+        o = self.origin()
+        c = self.start_real_ip(o, ['127.0.0.1'])
+        with Conn(c.port) as conn:
+            self.upstream_fields(c, o, ['X-Forwarded-For: 192.0.2.7'],
+                                 conn)
+            xff, _ = self.upstream_fields(c, o, [], conn)
+            self.upstream_fields(c, o, ['X-Forwarded-For: not-an-ip'],
+                                 conn)
+        self.assertEqual(xff, '127.0.0.1')
+        self.assertEqual(self.logged_clients(c, 3),
+                         ['192.0.2.7', '127.0.0.1', '127.0.0.1'])
+
+    def test_bad_real_ip_from_names_its_line(self):
+        o = self.origin()
+        for bad in ('10.0.0.0/33', 'example.com', '::1/129', '10.0.0.0/x',
+                    '10.0.0.0/'):
+            c = self.make(real_ip_from=[bad])
+            p = c.check_config()
+            self.assertNotEqual(p.returncode, 0, bad)
+            self.assertRegex(p.stderr, r'corral\.conf:\d+: real_ip_from "%s"'
+                             % re.escape(bad))
