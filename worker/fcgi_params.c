@@ -120,7 +120,8 @@ defaults(const struct upstream_request *rq, struct values *v, size_t slen,
 	x[P_SCRIPT_FILENAME][0] = str(s->root);
 	x[P_SCRIPT_FILENAME][1] = (struct span){ v->script, slen };
 	x[P_QUERY_STRING][0] = r->query.p != NULL ? r->query : str("");
-	x[P_REQUEST_METHOD][0] = r->method_name;
+	/* GET for a HEAD that fills the cache, as for HTTP. */
+	x[P_REQUEST_METHOD][0] = rq->method;
 	x[P_CONTENT_TYPE][0] = http_header_get(r, "Content-Type");
 	if (x[P_CONTENT_TYPE][0].p == NULL)
 		x[P_CONTENT_TYPE][0] = str("");

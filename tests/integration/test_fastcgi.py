@@ -528,3 +528,18 @@ class _AppFpm:
     def __init__(self, app):
         self.unix_addr = app.addr
         self.tcp_addr = app.addr
+
+
+class CacheHeadTest(FastCGITestCase):
+
+    def test_head_miss_fills_with_a_get(self):
+        c, fpm = self.start_php(locations={'/': {'cache': 'on'}},
+                                cache={'size': Raw('64m')})
+        c.write('m.php', '<?php header("Cache-Control: max-age=60"); '
+                'echo $_SERVER["REQUEST_METHOD"], "\\n";\n')
+        r = c.get('/m.php', method='HEAD')
+        self.assertEqual((r.status, r.body), (200, b''))
+        r = c.get('/m.php')
+        self.assertEqual(r.body, b'GET\n')
+        self.assertEqual(r.header('X-Cache'), 'HIT')
+        self.assertEqual(fpm.wait_requests(1), 1)
