@@ -124,6 +124,10 @@ static const struct range {
 	{ "server|location|cache_lock_timeout", U_TIME, 1, DAY },
 	{ "server|location|cache_pass_ttl", U_TIME, 0, DAY },
 	{ "server|location|cache_grace", U_TIME, 0, 7 * DAY },
+	{ "tls|session_cache_size", U_SIZE, MB, GB },
+	{ "tls|session_timeout", U_TIME, 1 * SEC, DAY },
+	{ "tls|ticket_key_rotate", U_TIME, 1 * SEC, 7 * DAY },
+	{ "tls|handshake_timeout", U_TIME, 1, DAY },
 };
 
 static int cb_workers(cfg_t *, cfg_opt_t *, const char *, void *);
@@ -139,8 +143,9 @@ static int cb_peer(cfg_t *, cfg_opt_t *, const char *, void *);
 static int join_path(char *, size_t, const char *, const char *);
 static int cb_stale(cfg_t *, cfg_opt_t *, const char *, void *);
 static int cb_purge(cfg_t *, cfg_opt_t *, const char *, void *);
-
 static int cb_protocol(cfg_t *, cfg_opt_t *, const char *, void *);
+
+static int cb_tls_protocol(cfg_t *, cfg_opt_t *, const char *, void *);
 static int cb_cidr(cfg_t *, cfg_opt_t *, const char *, void *);
 static int cb_real_ip_header(cfg_t *, cfg_opt_t *, const char *, void *);
 static int cb_proxy_path(cfg_t *, cfg_opt_t *, const char *, void *);
@@ -177,6 +182,32 @@ static cfg_opt_t server_opts[] = {
 	CFG_BOOL("underscores_in_headers", cfg_false, CFGF_NONE),
 	CFG_SEC("location", location_opts,
 	    CFGF_MULTI | CFGF_TITLE | CFGF_NO_TITLE_DUPES),
+	CFG_STR("tls_certificate", NULL, CFGF_NODEFAULT),
+	CFG_STR("tls_certificate_key", NULL, CFGF_NODEFAULT),
+	CFG_END()
+};
+
+/* Mozilla's "intermediate" TLS 1.2 list: forward secrecy, AEAD only. */
+#define TLS_CIPHERS_DEFAULT "ECDHE-ECDSA-AES128-GCM-SHA256:" \
+	"ECDHE-RSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384:" \
+	"ECDHE-RSA-AES256-GCM-SHA384:ECDHE-ECDSA-CHACHA20-POLY1305:" \
+	"ECDHE-RSA-CHACHA20-POLY1305:DHE-RSA-AES128-GCM-SHA256:" \
+	"DHE-RSA-AES256-GCM-SHA384"
+#define TLS_SUITES_DEFAULT "TLS_AES_128_GCM_SHA256:" \
+	"TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256"
+
+static cfg_opt_t tls_opts[] = {
+	CFG_STR_LIST_CB("protocols", "{TLSv1.2, TLSv1.3}", CFGF_NONE,
+	    cb_tls_protocol),
+	CFG_STR("ciphers", TLS_CIPHERS_DEFAULT, CFGF_NONE),
+	CFG_STR("ciphersuites", TLS_SUITES_DEFAULT, CFGF_NONE),
+	CFG_BOOL("session_cache", cfg_true, CFGF_NONE),
+	CFG_INT_CB("session_cache_size", 10 * MB, CFGF_NONE, cb_size),
+	CFG_INT_CB("session_timeout", 5 * MIN, CFGF_NONE, cb_time),
+	CFG_BOOL("session_tickets", cfg_true, CFGF_NONE),
+	CFG_INT_CB("ticket_key_rotate", HOUR, CFGF_NONE, cb_time),
+	CFG_INT_CB("handshake_timeout", 10 * SEC, CFGF_NONE, cb_time),
+	CFG_BOOL("ktls", cfg_true, CFGF_NONE),
 	CFG_END()
 };
 
@@ -259,6 +290,7 @@ static cfg_opt_t opts[] = {
 	CFG_SEC("log_format", log_format_opts,
 	    CFGF_MULTI | CFGF_TITLE | CFGF_NO_TITLE_DUPES),
 	CFG_SEC("cache", cache_opts, CFGF_NONE),
+	CFG_SEC("tls", tls_opts, CFGF_NONE),
 	CFG_SEC("upstream", upstream_opts,
 	    CFGF_MULTI | CFGF_TITLE | CFGF_NO_TITLE_DUPES),
 	CFG_SEC("server", server_opts, CFGF_MULTI),
@@ -289,6 +321,13 @@ struct loader {
 		int line;		/* where its proxy was set */
 	} proxy_lines[64];
 	size_t nproxy_lines;
+	struct tls_lines {
+		cfg_t *sec;		/* a server or the tls section */
+		int cert, key;		/* where tls_certificate(_key) or
+					   ciphers(uites) were set */
+	} *tls_lines;
+	size_t ntls_lines;
+	int tls_listen_line;		/* the first listen with "tls" */
 };
 
 static struct loader *ld;
@@ -526,17 +565,35 @@ parse_listen(const char *s, struct config_listen *l)
 	return NULL;
 }
 
+/* "ADDRESS" or "ADDRESS tls" ("ssl" as in nginx is taken too). */
 static int
 cb_listen(cfg_t *cfg, cfg_opt_t *opt, const char *value, void *result)
 {
 	struct config_listen *l;
-	const char *why;
+	const char *why = NULL, *sp = strchr(value, ' ');
+	char addr[sizeof(l->text)];
+	size_t n = sp ? (size_t)(sp - value) : strlen(value);
 
 	if ((l = calloc(1, sizeof(*l))) == NULL) {
 		cfg_error(cfg, "out of memory");
 		return -1;
 	}
-	if ((why = parse_listen(value, l)) != NULL) {
+	if (n >= sizeof(addr))
+		why = "too long";
+	else {
+		memcpy(addr, value, n);
+		addr[n] = '\0';
+		why = parse_listen(addr, l);
+	}
+	if (why == NULL && sp != NULL) {
+		sp += strspn(sp, " ");
+		if (strcmp(sp, "tls") != 0 && strcmp(sp, "ssl") != 0)
+			why = "the only option is \"tls\"";
+		l->tls = true;
+		if (ld->tls_listen_line == 0)
+			ld->tls_listen_line = cfg->line;
+	}
+	if (why != NULL) {
 		cfg_error(cfg, "invalid listen address \"%s\": %s", value, why);
 		free(l);
 		return -1;
@@ -587,6 +644,40 @@ parse_inet_peer(const char *addr, struct config_peer *p)
 	p->addrlen = l.addrlen;
 	strcpy(p->text, l.text);
 	return NULL;
+}
+
+static const struct {
+	const char *name;
+	unsigned bit;
+} tls_protocols[] = {
+	{ "TLSv1.2", TLS_PROTO_12 },
+	{ "TLSv1.3", TLS_PROTO_13 },
+};
+
+static unsigned
+protocol_bit(const char *name)
+{
+	for (size_t i = 0; i < nitems(tls_protocols); i++)
+		if (strcasecmp(tls_protocols[i].name, name) == 0)
+			return tls_protocols[i].bit;
+	return 0;
+}
+
+static int
+cb_protocol(cfg_t *cfg, cfg_opt_t *opt, const char *value, void *result)
+{
+	if (protocol_bit(value) != 0) {
+		*(const char **)result = value;
+		return 0;
+	}
+	if (strcasecmp(value, "SSLv2") == 0 || strcasecmp(value, "SSLv3") == 0 ||
+	    strcasecmp(value, "TLSv1") == 0 || strcasecmp(value, "TLSv1.1") == 0)
+		cfg_error(cfg, "protocol \"%s\" is obsolete and insecure "
+		    "(RFC 8996); only TLSv1.2 and TLSv1.3 are offered", value);
+	else
+		cfg_error(cfg, "unknown protocol \"%s\" (TLSv1.2 or TLSv1.3)",
+		    value);
+	return -1;
 }
 
 /* A peer address, then optional " weight=N" (1..100). */
@@ -761,7 +852,7 @@ cb_stale(cfg_t *cfg, cfg_opt_t *opt, const char *value, void *result)
 }
 
 static int
-cb_protocol(cfg_t *cfg, cfg_opt_t *opt, const char *value, void *result)
+cb_tls_protocol(cfg_t *cfg, cfg_opt_t *opt, const char *value, void *result)
 {
 	(void)opt;
 	if (strcmp(value, "http") != 0 && strcmp(value, "fastcgi") != 0) {
@@ -1165,10 +1256,55 @@ validate_proxy(cfg_t *cfg, cfg_opt_t *opt)
 	return 0;
 }
 
+/* Where a server's certificate or the tls section's ciphers were set. */
+static struct tls_lines *
+tls_lines_of(cfg_t *sec, bool add)
+{
+	struct tls_lines *t;
+	size_t i;
+
+	for (i = 0; i < ld->ntls_lines; i++)
+		if (ld->tls_lines[i].sec == sec)
+			return &ld->tls_lines[i];
+	if (!add)
+		return NULL;
+	t = realloc(ld->tls_lines, (i + 1) * sizeof(*t));
+	if (t == NULL)
+		return NULL;
+	ld->tls_lines = t;
+	ld->ntls_lines++;
+	memset(&t[i], 0, sizeof(t[i]));
+	t[i].sec = sec;
+	return &t[i];
+}
+
+static int
+validate_tls_line(cfg_t *cfg, cfg_opt_t *opt)
+{
+	struct tls_lines *t;
+
+	if (validate_nonempty(cfg, opt) == -1)
+		return -1;
+	if ((t = tls_lines_of(cfg, true)) == NULL) {
+		cfg_error(cfg, "out of memory");
+		return -1;
+	}
+	if (strcmp(opt->name, "tls_certificate") == 0 ||
+	    strcmp(opt->name, "ciphers") == 0)
+		t->cert = cfg->line;
+	else
+		t->key = cfg->line;
+	return 0;
+}
+
 static const struct {
 	const char *name;
 	cfg_validate_callback_t fn;
 } validators[] = {
+	{ "server|tls_certificate", validate_tls_line },
+	{ "server|tls_certificate_key", validate_tls_line },
+	{ "tls|ciphers",	validate_tls_line },
+	{ "tls|ciphersuites",	validate_tls_line },
 	{ "upstream",		validate_upstream },
 	{ "log_format",		validate_log_format },
 	{ "server|location",	validate_location },
@@ -1465,6 +1601,39 @@ check_log_formats(cfg_t *cfg)
 	}
 }
 
+/*
+ * A certificate needs its key and the other way round, and a TLS listener
+ * needs some server with a certificate.  Whether the files hold what they
+ * should is checked by the master when it loads them (master/tls_conf.c).
+ */
+static void
+check_tls(cfg_t *cfg)
+{
+	struct tls_lines *t;
+	bool any = false;
+	cfg_t *sec;
+	unsigned i;
+
+	for (i = 0; i < cfg_size(cfg, "server") && !ld->failed; i++) {
+		sec = cfg_getnsec(cfg, "server", i);
+		t = tls_lines_of(sec, false);
+		if (t == NULL)
+			continue;
+		if (t->cert > 0 && t->key == 0)
+			fail(t->cert, "tls_certificate needs "
+			    "tls_certificate_key in the same server");
+		else if (t->key > 0 && t->cert == 0)
+			fail(t->key, "tls_certificate_key needs "
+			    "tls_certificate in the same server");
+		any = true;
+	}
+	if (!ld->failed && ld->tls_listen_line > 0 && !any)
+		fail(ld->tls_listen_line, "listen with \"tls\" needs a "
+		    "server with tls_certificate and tls_certificate_key");
+	if (!ld->failed && cfg_size(cfg_getsec(cfg, "tls"), "protocols") == 0)
+		fail(0, "tls protocols must name TLSv1.2, TLSv1.3 or both");
+}
+
 /* Checks that need the whole file; their options may come in any order. */
 static int
 check(cfg_t *cfg)
@@ -1490,6 +1659,7 @@ check(cfg_t *cfg)
 		check_proxies(cfg);
 	if (!ld->failed)
 		check_log_formats(cfg);
+		check_tls(cfg);
 	return ld->failed ? -1 : 0;
 }
 
@@ -1719,6 +1889,8 @@ build_upstream(cfg_t *sec, struct config_upstream *u)
 static void
 build_server(cfg_t *sec, struct config_server *s)
 {
+	struct tls_lines *t;
+
 	s->names = copy_list(sec, "names", &s->nnames);
 	s->root = copy(cfg_getstr(sec, "root"));
 	s->index = copy_list(sec, "index", &s->nindex);
@@ -1727,6 +1899,35 @@ build_server(cfg_t *sec, struct config_server *s)
 	    cfg_getstr(sec, "access_log_format"));
 	s->underscores_in_headers = cfg_getbool(sec, "underscores_in_headers");
 	build_locations(sec, s);
+	if ((t = tls_lines_of(sec, false)) != NULL) {
+		s->tls_certificate = copy_path(cfg_getstr(sec,
+		    "tls_certificate"), NULL);
+		s->tls_certificate_key = copy_path(cfg_getstr(sec,
+		    "tls_certificate_key"), NULL);
+		s->tls_certificate_line = t->cert;
+		s->tls_certificate_key_line = t->key;
+	}
+}
+
+static void
+build_tls(cfg_t *sec, struct config_tls *t)
+{
+	struct tls_lines *lines = tls_lines_of(sec, false);
+
+	for (unsigned i = 0; i < cfg_size(sec, "protocols"); i++)
+		t->protocols |= protocol_bit(cfg_getnstr(sec, "protocols", i));
+	t->ciphers = copy(cfg_getstr(sec, "ciphers"));
+	t->ciphersuites = copy(cfg_getstr(sec, "ciphersuites"));
+	t->ciphers_line = lines ? lines->cert : 0;
+	t->ciphersuites_line = lines ? lines->key : 0;
+	t->session_cache = cfg_getbool(sec, "session_cache");
+	t->session_cache_size = cfg_getint(sec, "session_cache_size");
+	t->session_timeout_ms = cfg_getint(sec, "session_timeout");
+	t->session_tickets = cfg_getbool(sec, "session_tickets");
+	t->ticket_key_rotate_ms = cfg_getint(sec, "ticket_key_rotate");
+	t->handshake_timeout_ms = cfg_getint(sec, "handshake_timeout");
+	t->ktls = cfg_getbool(sec, "ktls");
+	t->listen_line = ld->tls_listen_line;
 }
 
 /* Built-in formats, then the file's, each compiled once for the workers. */
@@ -1833,6 +2034,9 @@ build(cfg_t *cfg, struct config *cf)
 
 	build_cache(cfg_getsec(cfg, "cache"), &cf->cache);
 	build_log_formats(cfg, cf);
+	build_tls(cfg_getsec(cfg, "tls"), &cf->tls);
+	for (i = 0; cf->listen != NULL && i < cf->nlisten; i++)
+		cf->any_tls |= cf->listen[i].tls;
 
 	cf->nupstreams = cfg_size(cfg, "upstream");
 	if (cf->nupstreams > 0 && (cf->upstreams = calloc(cf->nupstreams,
@@ -1889,6 +2093,7 @@ out:
 	if (cfg != NULL)
 		cfg_free(cfg);
 	ld = NULL;
+	free(l->tls_lines);
 	free(l);
 	return cf;
 }
@@ -1925,6 +2130,8 @@ config_free(struct config *cf)
 			free(cf->servers[i].locations[j].proxy_path);
 		}
 		free(cf->servers[i].locations);
+		free(cf->servers[i].tls_certificate);
+		free(cf->servers[i].tls_certificate_key);
 	}
 	for (i = 0; cf->upstreams != NULL && i < cf->nupstreams; i++) {
 		free(cf->upstreams[i].name);
@@ -1949,5 +2156,7 @@ config_free(struct config *cf)
 	free(cf->default_type);
 	free_list(cf->gzip_types, cf->ngzip_types);
 	free(cf->cache.path);
+	free(cf->tls.ciphers);
+	free(cf->tls.ciphersuites);
 	free(cf);
 }

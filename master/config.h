@@ -18,6 +18,7 @@ struct config_listen {
 	struct sockaddr_storage addr;
 	socklen_t addrlen;
 	char text[64];			/* as written, "127.0.0.1:8080" */
+	bool tls;			/* "... tls": HTTPS on this address */
 };
 
 /*
@@ -127,6 +128,31 @@ struct config_server {
 	bool underscores_in_headers;	/* pass such field names upstream */
 	struct config_location *locations;	/* longest prefix first */
 	size_t nlocations;
+	char *tls_certificate;		/* absolute path (full chain), or
+					   NULL */
+	char *tls_certificate_key;	/* absolute path */
+	int tls_certificate_line;	/* where they were set, for errors */
+	int tls_certificate_key_line;
+};
+
+/* The tls { } section: what every TLS listener offers. */
+#define TLS_PROTO_12		0x01
+#define TLS_PROTO_13		0x02
+
+struct config_tls {
+	unsigned protocols;		/* TLS_PROTO_* */
+	char *ciphers;			/* TLS 1.2 cipher list (OpenSSL) */
+	char *ciphersuites;		/* TLS 1.3 suites */
+	int ciphers_line;		/* where set, for errors; 0: default */
+	int ciphersuites_line;
+	bool session_cache;		/* TLS 1.2 IDs in the shared store */
+	uint64_t session_cache_size;	/* own mapping when cache.size is 0 */
+	int session_timeout_ms;
+	bool session_tickets;
+	int ticket_key_rotate_ms;
+	int handshake_timeout_ms;
+	bool ktls;			/* kernel TLS where available */
+	int listen_line;		/* first "tls" listen, for errors */
 };
 
 struct log_format;
@@ -202,6 +228,8 @@ struct config {
 	size_t file_cache_max_size;	/* files up to this are kept in memory */
 
 	struct config_cache cache;
+	struct config_tls tls;
+	bool any_tls;			/* some listen has "tls" */
 
 	struct config_log_format *log_formats;	/* built-in ones first */
 	size_t nlog_formats;

@@ -12,6 +12,7 @@
 #include "master/log.h"
 #include "master/master.h"
 #include "master/proctitle.h"
+#include "master/tls_conf.h"
 #include "shm/store.h"
 #include "worker/static.h"
 
@@ -60,6 +61,20 @@ load(const char *path, struct mime_table **mime)
 		return NULL;
 	}
 	return cf;
+}
+
+/* -t loads certificates and keys as the start would, then drops them. */
+static int
+check_tls(const struct config *cf)
+{
+	char err[1024];
+	bool failed;
+
+	tls_conf_free(tls_conf_load(cf, err, sizeof(err), &failed));
+	if (!failed)
+		return 0;
+	fprintf(stderr, "corral: %s\n", err);
+	return -1;
 }
 
 /* Prints one resolved setting, for corralctl and scripts. */
@@ -165,6 +180,11 @@ main(int argc, char **argv)
 		config_free(cf);
 		return rc;
 	}
+	if (test && check_tls(cf) == -1) {
+		mime_free(mime);
+		config_free(cf);
+		return 1;
+	}
 	if (test) {
 		if (master_check_stats_file(cf) == -1) {
 			mime_free(mime);
@@ -198,7 +218,8 @@ main(int argc, char **argv)
 	rt = runtime_open(cf, mime, NULL);
 	if (rt == NULL)
 		return 1;
-	if (master_open_stats(rt) == -1 || master_open_store(rt) == -1) {
+	if (master_open_stats(rt) == -1 || master_open_store(rt) == -1 ||
+	    master_open_tls(rt) == -1) {
 		runtime_free(rt);
 		return 1;
 	}

@@ -29,7 +29,9 @@
 #include "master/master.h"
 #include "master/proctitle.h"
 #include "shm/stats.h"
+#include "master/tls_conf.h"
 #include "shm/store.h"
+#include "shm/tls_keys.h"
 #include "worker/static.h"
 #include "worker/worker.h"
 
@@ -40,6 +42,8 @@
 #define STORE_SLOTS_MIN		64	/* room for overlapping generations */
 #define STORE_MAX_REFS		4096	/* values one worker keeps pinned */
 #define SWEEP_BUDGET		512	/* entries reclaimed per tick */
+#define TLS_STORE_STRIPES	4
+#define TLS_STORE_MAX_OBJECT	4096	/* an encoded session */
 
 struct proc {
 	pid_t pid;			/* 0 while waiting to be respawned */
@@ -62,6 +66,8 @@ static struct runtime *rt_cur;
 static sigset_t sigs;
 static bool stopping;
 static struct store *store;
+static struct store *tls_store;		/* TLS sessions, cache off */
+static struct tls_keys *tls_keys;
 static bool *store_slot_used;
 static unsigned store_slots;
 static struct stats *stats;
@@ -198,6 +204,18 @@ store_slot_count(const struct config *cf)
 	return n > STORE_SLOTS_MIN ? n : STORE_SLOTS_MIN;
 }
 
+static int
+slots_init(unsigned n)
+{
+	store_slots = n;
+	store_slot_used = calloc(store_slots, sizeof(bool));
+	if (store_slot_used == NULL) {
+		log_crit("cache: out of memory");
+		return -1;
+	}
+	return 0;
+}
+
 int
 master_open_store(struct runtime *rt)
 {
@@ -220,19 +238,87 @@ master_open_store(struct runtime *rt)
 		log_crit("%s: cache: %s", rt->cf->file, err);
 		return -1;
 	}
-	store_slots = o.max_slots;
-	store_slot_used = calloc(store_slots, sizeof(bool));
-	if (store_slot_used == NULL) {
-		log_crit("cache: out of memory");
+	if (slots_init(o.max_slots) == -1)
 		return -1;
-	}
 	if (store_note(store)[0] != '\0')
 		log_notice("cache %s: %s", cc->path, store_note(store));
 	rt->store = store;
 	return 0;
 }
 
+/* TLS ------------------------------------------------------------------ */
+
+/* Says at start and reload how TLS records will be encrypted. */
+static void
+log_ktls(const struct config *cf)
+{
+	char why[128];
+
+	if (!cf->any_tls)
+		return;
+	if (!cf->tls.ktls)
+		log_notice("TLS: kernel TLS is off (tls.ktls); records are "
+		    "encrypted in user space");
+	else if (tls_conf_ktls_probe(why, sizeof(why)))
+		log_notice("TLS: kernel TLS is available: static files go "
+		    "out with SSL_sendfile where the cipher allows it");
+	else
+		log_notice("TLS: kernel TLS is unavailable (%s); records are "
+		    "encrypted in user space", why);
+}
+
+/*
+ * Without the cache, sessions get a small store of their own, like
+ * nginx's ssl_session_cache shared:NAME:SIZE zone; it is made once and
+ * kept, like the cache, until a restart.
+ */
+static int
+open_tls_store(const struct config *cf)
+{
+	struct store_options o;
+	char err[512];
+
+	if (store != NULL || tls_store != NULL || !cf->any_tls ||
+	    !cf->tls.session_cache)
+		return 0;
+	memset(&o, 0, sizeof(o));
+	o.size = cf->tls.session_cache_size;
+	o.stripes = TLS_STORE_STRIPES;
+	o.max_object = TLS_STORE_MAX_OBJECT;
+	o.max_slots = store_slots ? store_slots : store_slot_count(cf);
+	o.max_refs = 64;
+	tls_store = store_create(&o, err, sizeof(err));
+	if (tls_store == NULL) {
+		log_crit("%s: tls session_cache_size: %s", cf->file, err);
+		return -1;
+	}
+	return store_slots ? 0 : slots_init(o.max_slots);
+}
+
+int
+master_open_tls(struct runtime *rt)
+{
+	if (tls_keys == NULL && (tls_keys = tls_keys_create()) == NULL) {
+		log_crit("cannot make the TLS ticket keys");
+		return -1;
+	}
+	if (open_tls_store(rt->cf) == -1)
+		return -1;
+	rt->tls_keys = tls_keys;
+	rt->tls_store = store != NULL ? store : tls_store;
+	if (!rt->cf->tls.session_cache)
+		rt->tls_store = NULL;
+	log_ktls(rt->cf);
+	return 0;
+}
+
 /* A store slot for a new worker; -1 when every slot is still in use. */
+static bool
+slots_needed(void)
+{
+	return store != NULL || tls_store != NULL;
+}
+
 static int
 store_slot_take(void)
 {
@@ -258,7 +344,10 @@ store_slot_give(struct proc *p)
 	}
 	if (p->store_slot < 0)
 		return;
-	store_reap_slot(store, (unsigned)p->store_slot);
+	if (store != NULL)
+		store_reap_slot(store, (unsigned)p->store_slot);
+	if (tls_store != NULL)
+		store_reap_slot(tls_store, (unsigned)p->store_slot);
 	store_slot_used[p->store_slot] = false;
 	p->store_slot = -1;
 }
@@ -369,7 +458,7 @@ spawn(struct proc *p)
 {
 	pid_t pid;
 
-	if (store != NULL && p->store_slot < 0) {
+	if (slots_needed() && p->store_slot < 0) {
 		p->store_slot = store_slot_take();
 		if (p->store_slot < 0) {
 			/* Retiring generations still hold every slot. */
@@ -617,6 +706,11 @@ reload(void)
 		runtime_retire(rt, rt_cur);
 		return;
 	}
+	if (master_open_tls(rt) == -1) {
+		log_error("reload aborted, the old config stays");
+		runtime_retire(rt, rt_cur);
+		return;
+	}
 	if (cache_changed(&rt->cf->cache, &rt_cur->cf->cache))
 		log_warn("%s: the cache section changed; the running cache "
 		    "keeps its old settings until a restart", rt->cf->file);
@@ -775,15 +869,22 @@ master_run(struct runtime *rt, bool foreground)
 			store_stats(store, &ss);
 			stats_master_cache(stats, &ss);
 		}
+		if (sig <= 0 && tls_store != NULL)
+			store_sweep(tls_store, SWEEP_BUDGET);
+		if (tls_keys != NULL && tls_keys_tick(tls_keys, now_ms(),
+		    (uint64_t)rt_cur->cf->tls.ticket_key_rotate_ms))
+			log_info("TLS ticket keys rotated");
 	}
 	if (rt_cur->cf->pid_file != NULL)
 		unlink(rt_cur->cf->pid_file);
 	log_notice("exiting");
 	free(procs);
-	if (store != NULL) {
+	if (store != NULL)
 		store_destroy(store);
-		free(store_slot_used);
-	}
+	if (tls_store != NULL)
+		store_destroy(tls_store);
+	free(store_slot_used);
+	tls_keys_destroy(tls_keys);
 	stats_destroy(stats);
 	runtime_free(rt_cur);
 	return 0;

@@ -14,6 +14,8 @@ struct config;
 struct mime_table;
 struct stats;
 struct store;
+struct tls_conf;
+struct tls_keys;
 
 /*
  * What the master prepares from a config and every worker inherits across
@@ -30,6 +32,11 @@ struct runtime {
 	struct stats *stats;		/* the counters, always there */
 	unsigned *server_row;		/* per cf->servers: its stats row */
 	unsigned **peer_row;		/* [upstream][peer]: its stats row */
+	struct tls_conf *tls;		/* NULL when no listen has "tls" */
+	struct store *tls_store;	/* TLS sessions: the store, or a
+					   mapping of their own when the
+					   cache is off; may be NULL */
+	struct tls_keys *tls_keys;	/* ticket keys, made by the master */
 	bool drop_privileges;		/* started as root: workers switch */
 	uid_t uid;
 	gid_t gid;
@@ -85,6 +92,12 @@ int monitor_summary(const struct config *cf, int interval, int count);
 
 /* corral -P: purges a URL from the running server's cache; exit status. */
 int monitor_purge(const struct config *cf, const char *url);
+
+/*
+ * Makes the ticket keys and, when the cache is off, the mapping for TLS
+ * sessions; before anything forks, and again on reload.  0 or -1 logged.
+ */
+int master_open_tls(struct runtime *rt);
 
 /* Runs the master loop until the server stops; returns the exit status. */
 int master_run(struct runtime *rt, bool foreground);

@@ -21,6 +21,7 @@
 #include "master/config.h"
 #include "master/log.h"
 #include "master/master.h"
+#include "master/tls_conf.h"
 #include "worker/static.h"
 
 #define LISTEN_BACKLOG		4096
@@ -153,6 +154,21 @@ runtime_open_fds(struct runtime *rt, const struct runtime *old)
 	return 0;
 }
 
+/* Certificates and keys are read here, while we are still root. */
+static int
+runtime_open_tls(struct runtime *rt)
+{
+	char err[1024];
+	bool failed;
+
+	rt->tls = tls_conf_load(rt->cf, err, sizeof(err), &failed);
+	if (failed) {
+		log_crit("%s", err);
+		return -1;
+	}
+	return 0;
+}
+
 static bool
 fd_in(int fd, const int *fds, size_t n)
 {
@@ -203,7 +219,8 @@ runtime_open(struct config *cf, struct mime_table *mime,
 		rt->listen_fds[i] = -1;
 	for (i = 0; i < cf->nservers; i++)
 		rt->root_fds[i] = rt->access_fds[i] = -1;
-	if (resolve_user(rt) == -1 || runtime_open_fds(rt, old) == -1) {
+	if (resolve_user(rt) == -1 || runtime_open_tls(rt) == -1 ||
+	    runtime_open_fds(rt, old) == -1) {
 		runtime_close(rt, old);
 		runtime_free(rt);
 		return NULL;
@@ -240,6 +257,7 @@ runtime_free(struct runtime *rt)
 	free(rt->peer_row);
 	free(rt->server_row);
 	mime_free(rt->mime);
+	tls_conf_free(rt->tls);
 	config_free(rt->cf);
 	free(rt->listen_fds);
 	free(rt->root_fds);

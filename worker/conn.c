@@ -27,6 +27,7 @@
 #include "worker/realip.h"
 #include "worker/proxy.h"
 #include "worker/status.h"
+#include "worker/tls.h"
 
 #define QUIT_IDLE_GRACE_MS 1000
 
@@ -38,6 +39,7 @@ static void conn_process(struct conn *c);
 static void conn_write(struct conn *c);
 static void req_forget(struct conn *c);
 static void real_ip(struct conn *c);
+static void read_cb(evutil_socket_t fd, short what, void *arg);
 
 void
 conn_log_upstream(struct conn *c, const char *addr, int status,
@@ -116,6 +118,12 @@ conn_local(const struct conn *c, char *addr, size_t size, unsigned *port)
 	return inet_ntop(sa->sa_family, a, addr, (socklen_t)size) != NULL;
 }
 
+bool
+conn_tls(const struct conn *c)
+{
+	return c->ssl != NULL;
+}
+
 size_t
 conn_out_buffered(const struct conn *c)
 {
@@ -164,12 +172,24 @@ conn_save_request(struct conn *c, char *buf, size_t size,
 	memset(&r->query, 0, sizeof(r->query));
 }
 
+/*
+ * Waits for input.  Over TLS, bytes already inside the session would
+ * never make the socket readable again: the read is made active instead.
+ */
+static void
+rev_add(struct conn *c)
+{
+	event_add(&c->rev, NULL);
+	if (c->ssl != NULL && tls_pending(c->ssl))
+		event_active(&c->rev, EV_READ, 1);
+}
+
 /* Reads from the client unless paused or blocked on output. */
 static void
 conn_read_on(struct conn *c)
 {
 	if (!c->rpaused && !event_pending(&c->wev, EV_WRITE, NULL))
-		event_add(&c->rev, NULL);
+		rev_add(c);
 }
 
 /* Timers ------------------------------------------------------------ */
@@ -206,6 +226,10 @@ timer_cb(evutil_socket_t fd, short what, void *arg)
 		goto timeout408;
 	case T_SEND:
 		log_info("client %s timed out reading the response", c->peer);
+		break;
+	case T_HANDSHAKE:
+		log_info("client %s timed out in the TLS handshake", c->peer);
+		tls_counters.failures++;
 		break;
 	default:
 		break;
@@ -298,6 +322,8 @@ conn_quit_idle(void)
 static void
 conn_linger(struct conn *c)
 {
+	if (c->ssl != NULL)
+		tls_shutdown(c->ssl);
 	shutdown(c->fd, SHUT_WR);
 	c->state = CS_LINGER;
 	c->ilen = c->ipos = 0;
@@ -330,7 +356,7 @@ conn_drained(struct conn *c)
 			conn_close(c);
 		return;
 	}
-	event_add(&c->rev, NULL);
+	rev_add(c);
 	if (c->ipos < c->ilen) {
 		/* Requests that waited behind the full queue. */
 		conn_process(c);
@@ -344,22 +370,19 @@ conn_drained(struct conn *c)
 	}
 }
 
+/* Waits until the rest of the output can go: writability, or for a
+ * TLS write that needs the peer's bytes first, readability. */
 static void
-conn_write(struct conn *c)
+conn_wait_output(struct conn *c)
 {
-	switch (out_flush(c)) {
-	case 0:
-		conn_drained(c);
-		break;
-	case 1:
+	if (c->tls_wwant_r) {
+		event_del(&c->wev);
+		event_add(&c->rev, NULL);
+	} else {
 		event_del(&c->rev);
 		event_add(&c->wev, NULL);
-		conn_timer(c, T_SEND, worker.cf->send_timeout_ms);
-		break;
-	default:
-		conn_close(c);
-		break;
 	}
+	conn_timer(c, T_SEND, worker.cf->send_timeout_ms);
 }
 
 bool
@@ -370,14 +393,18 @@ conn_flush(struct conn *c)
 		conn_drained(c);
 		return true;
 	case 1:
-		event_del(&c->rev);
-		event_add(&c->wev, NULL);
-		conn_timer(c, T_SEND, worker.cf->send_timeout_ms);
+		conn_wait_output(c);
 		return true;
 	default:
 		conn_close(c);
 		return false;
 	}
+}
+
+static void
+conn_write(struct conn *c)
+{
+	conn_flush(c);
 }
 
 void
@@ -411,11 +438,82 @@ conn_abort(struct conn *c)
 	conn_close(c);
 }
 
+/* Drives the TLS handshake; requests are read once it is done. */
+static void
+conn_handshake(struct conn *c)
+{
+	switch (tls_handshake(c->ssl, c->fd, c->peer)) {
+	case 0:
+		c->state = CS_HEADER;
+		c->ktls = worker.cf->sendfile && tls_ktls_send(c->ssl);
+		event_del(&c->wev);
+		event_add(&c->rev, NULL);
+		conn_timer(c, T_HEADER, worker.cf->header_timeout_ms);
+		read_cb(c->fd, EV_READ, c);
+		return;
+	case TLS_WANT_READ:
+		event_del(&c->wev);
+		event_add(&c->rev, NULL);
+		return;
+	case TLS_WANT_WRITE:
+		event_del(&c->rev);
+		event_add(&c->wev, NULL);
+		return;
+	case TLS_PLAIN_HTTP:
+		/* As nginx does: a 400 in plain text, then close. */
+		tls_free(c->ssl);
+		c->ssl = NULL;
+		c->state = CS_HEADER;
+		resp_error(c, 400);
+		conn_write(c);
+		return;
+	default:
+		conn_close(c);
+		return;
+	}
+}
+
+/* Over TLS: the handshake, or a write that had to read first. */
+static bool
+tls_read_event(struct conn *c)
+{
+	if (c->state == CS_HANDSHAKE) {
+		conn_handshake(c);
+		return true;
+	}
+	if (!c->tls_wwant_r)
+		return false;
+	c->tls_wwant_r = false;
+	conn_write(c);
+	return true;
+}
+
+/* Over TLS: the handshake, or a read that had to write first. */
+static bool
+tls_write_event(struct conn *c)
+{
+	if (c->state == CS_HANDSHAKE) {
+		conn_handshake(c);
+		return true;
+	}
+	if (!c->tls_rwant_w)
+		return false;
+	c->tls_rwant_w = false;
+	if (c->shead == c->stail)
+		event_del(&c->wev);
+	read_cb(c->fd, EV_READ, c);
+	return true;
+}
+
 static void
 write_cb(evutil_socket_t fd, short what, void *arg)
 {
+	struct conn *c = arg;
+
 	worker_update_time();
-	conn_write(arg);
+	if (c->ssl != NULL && tls_write_event(c))
+		return;
+	conn_write(c);
 }
 
 /* Sets up reading (and discarding) the body that follows the header. */
@@ -637,6 +735,32 @@ conn_process(struct conn *c)
 		conn_drained(c);
 	else if (c->state == CS_HEADER && c->ilen == 0)
 		conn_drained(c);
+	else if (c->ssl != NULL && tls_pending(c->ssl) &&
+	    event_pending(&c->rev, EV_READ, NULL))
+		event_active(&c->rev, EV_READ, 1);
+}
+
+/* Reads from the socket or, over TLS, from the session. */
+static ssize_t
+conn_recv(struct conn *c, void *buf, size_t len)
+{
+	ssize_t n;
+
+	if (c->ssl == NULL)
+		return recv(c->fd, buf, len, 0);
+	n = tls_recv(c->ssl, buf, len, c->peer);
+	if (n >= 0)
+		return n;
+	if (n == -1) {
+		errno = ECONNRESET;	/* logged already */
+		return -1;
+	}
+	if (n == TLS_WANT_WRITE) {
+		c->tls_rwant_w = true;
+		event_add(&c->wev, NULL);
+	}
+	errno = EAGAIN;
+	return -1;
 }
 
 /* Makes room for more input: compact, then grow up to the header limit. */
@@ -680,6 +804,8 @@ read_cb(evutil_socket_t fd, short what, void *arg)
 	ssize_t n;
 
 	worker_update_time();
+	if (c->ssl != NULL && tls_read_event(c))
+		return;
 	if (c->state == CS_LINGER) {
 		char junk[4096];
 
@@ -702,7 +828,7 @@ read_cb(evutil_socket_t fd, short what, void *arg)
 		conn_close(c);
 		return;
 	}
-	n = recv(c->fd, c->ibuf + c->ilen, c->isize - c->ilen, 0);
+	n = conn_recv(c, c->ibuf + c->ilen, c->isize - c->ilen);
 	if (n > 0) {
 		STATS_ADD(bytes_in, n);
 		c->ilen += (size_t)n;
@@ -844,6 +970,17 @@ conn_accept(int fd, const struct sockaddr *sa, socklen_t salen,
 	    ntohs(((const struct sockaddr_in *)sa)->sin_port),
 	    worker.cf->listen[listen_idx].text);
 	event_add(&c->rev, NULL);
+	if (worker.cf->listen[listen_idx].tls) {
+		c->ssl = tls_new(fd);
+		if (c->ssl == NULL) {
+			conn_close(c);
+			return;
+		}
+		c->state = CS_HANDSHAKE;
+		conn_timer(c, T_HANDSHAKE, worker.cf->tls.handshake_timeout_ms);
+		conn_handshake(c);
+		return;
+	}
 	conn_timer(c, T_HEADER, worker.cf->header_timeout_ms);
 	/* With TCP_DEFER_ACCEPT the request is usually here already. */
 	read_cb(fd, EV_READ, c);
@@ -870,6 +1007,10 @@ conn_close(struct conn *c)
 	event_del(&c->wev);
 	event_del(&c->tev);
 	out_reset(c);
+	if (c->ssl != NULL) {
+		tls_shutdown(c->ssl);
+		tls_free(c->ssl);
+	}
 	close(c->fd);
 	if (c->ibuf != c->ibuf_inline)
 		free(c->ibuf);

@@ -126,6 +126,9 @@ const char *conn_via_trusted(const struct conn *c);
 bool conn_local(const struct conn *c, char *addr, size_t size,
     unsigned *port);
 
+/* The connection is HTTPS. */
+bool conn_tls(const struct conn *c);
+
 /*
  * Copies what the access log needs (method, target, Host, Referer,
  * User-Agent) out of the input buffer into buf, which must live until the

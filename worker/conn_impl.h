@@ -2,8 +2,9 @@
  * The inside of a client connection, shared by the files that make up the
  * connection layer: conn.c (reading, parsing, timers, life cycle),
  * output.c (the queue of segments and writing it), resp.c (building
- * responses), request.c (choosing a server and a handler) and
- * access_log.c.  Nothing outside these files includes it.
+ * responses), request.c (choosing a server and a handler), access_log.c
+ * and tls.c (SNI picks a server).  Nothing outside these files includes
+ * it.
  */
 #ifndef CORRAL_CONN_IMPL_H
 #define CORRAL_CONN_IMPL_H
@@ -27,14 +28,17 @@
 #define OSEG_RESERVE	40	/* room one response may need */
 #define OUT_HIGH	(256 * 1024)
 #define IOV_BATCH	64
+#define TLS_STAGE	16384	/* one full TLS record of plaintext */
 
 enum cstate {
+	CS_HANDSHAKE,		/* TLS handshake, before any request */
 	CS_HEADER,		/* waiting for or parsing a request header */
 	CS_BODY,		/* reading a request body to discard it */
 	CS_LINGER,		/* after an error: drain input, then close */
 };
 
-enum ctimer { T_NONE, T_IDLE, T_HEADER, T_BODY, T_SEND, T_LINGER };
+enum ctimer { T_NONE, T_IDLE, T_HEADER, T_BODY, T_SEND, T_LINGER,
+	T_HANDSHAKE };
 
 enum seg_type { SEG_OBUF, SEG_MEM, SEG_FILE };
 
@@ -80,6 +84,10 @@ struct conn {
 	bool broken;		/* out of memory building a response */
 	bool rpaused;		/* not reading: the proxy is full */
 	bool busy;		/* counted as writing a response */
+	bool ktls;		/* files go out with SSL_sendfile */
+	bool tls_rwant_w;	/* a TLS read waits for writability */
+	bool tls_wwant_r;	/* a TLS write waits for readability */
+	struct ssl_st *ssl;	/* NULL: plain HTTP */
 	unsigned nreq;
 	uint64_t req_start_us;	/* when the request's first byte came */
 	uint64_t serial;	/* this worker's connection number */

@@ -2,7 +2,8 @@
  * The output queue of a connection: response headers in one growing
  * buffer, bodies as segments that point at cached bytes, pinned store
  * values or file ranges.  Consecutive memory segments leave in one
- * sendmsg(); file segments go out with sendfile().
+ * sendmsg(); file segments go out with sendfile().  Over TLS the same
+ * queue is gathered into record-sized writes (see out_flush_tls()).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -16,6 +17,7 @@
 #include "master/log.h"
 #include "worker/conn_impl.h"
 #include "worker/static.h"
+#include "worker/tls.h"
 
 char *
 obuf_reserve(struct conn *c, size_t n)
@@ -217,6 +219,82 @@ send_mem(struct conn *c)
 	return -1;
 }
 
+/*
+ * Copies the head of the queue, up to one TLS record, into buf: memory
+ * segments and, without kernel TLS, file bytes.  A retried write rebuilds
+ * the same bytes, since the head does not move until it succeeds.
+ */
+static ssize_t
+tls_gather(struct conn *c, char *buf, size_t size)
+{
+	size_t k = 0, want;
+	ssize_t n;
+
+	for (unsigned i = c->shead; i < c->stail && k < size; i++) {
+		struct oseg *s = &c->segs[i];
+
+		want = s->len < size - k ? s->len : size - k;
+		if (s->type != SEG_FILE) {
+			memcpy(buf + k, s->type == SEG_OBUF ? c->obuf + s->off :
+			    s->p, want);
+			k += want;
+			continue;
+		}
+		if (c->ktls)
+			break;		/* SSL_sendfile takes it */
+		n = pread(s->fd, buf + k, want, s->foff);
+		if (n <= 0) {
+			if (n == 0)
+				log_warn("file shrank while sending to %s; "
+				    "aborting", c->peer);
+			else
+				log_at(L_ERROR, errno, "read for %s", c->peer);
+			return -1;
+		}
+		k += (size_t)n;
+		if ((size_t)n < want)
+			break;
+	}
+	return (ssize_t)k;
+}
+
+/*
+ * The queue over TLS: one SSL_write per record's worth of segments, so
+ * the headers and the start of a body share a record; with kernel TLS, a
+ * file segment goes out with SSL_sendfile and is not read here at all.
+ */
+static int
+out_flush_tls(struct conn *c)
+{
+	static char stage[TLS_STAGE];
+	struct oseg *s;
+	ssize_t n;
+
+	while (c->shead < c->stail) {
+		s = &c->segs[c->shead];
+		if (s->type == SEG_FILE && c->ktls) {
+			n = tls_sendfile(c->ssl, s->fd, s->foff, s->len,
+			    c->peer);
+		} else {
+			n = tls_gather(c, stage, sizeof(stage));
+			if (n > 0)
+				n = tls_send(c->ssl, stage, (size_t)n,
+				    c->peer);
+		}
+		if (n == TLS_WANT_READ) {
+			c->tls_wwant_r = true;
+			return 1;
+		}
+		if (n == TLS_WANT_WRITE)
+			return 1;
+		if (n <= 0)
+			return -1;
+		out_advance(c, (size_t)n);
+	}
+	out_reset(c);
+	return 0;
+}
+
 int
 out_flush(struct conn *c)
 {
@@ -226,6 +304,8 @@ out_flush(struct conn *c)
 	 * the connection closes instead. */
 	if (c->broken)
 		return -1;
+	if (c->ssl != NULL)
+		return out_flush_tls(c);
 	while (c->shead < c->stail) {
 		if (c->segs[c->shead].type == SEG_FILE)
 			n = send_file(c, &c->segs[c->shead]);

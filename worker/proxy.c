@@ -315,6 +315,8 @@ px_request(struct proxy *px, struct upstream_request *rq)
 	/* A trusted proxy knows the scheme its client used. */
 	if (proto.p != NULL && proto.len > 0 && conn_via_trusted(px->c))
 		px_field(px, &n, "X-Forwarded-Proto", proto.p, proto.len);
+	else if (conn_tls(px->c))
+		px_field(px, &n, "X-Forwarded-Proto", "https", 5);
 	else
 		px_field(px, &n, "X-Forwarded-Proto", "http", 4);
 	if (host.p != NULL)

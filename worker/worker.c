@@ -28,6 +28,7 @@
 #include "worker/proxy.h"
 #include "worker/waitlist.h"
 #include "worker/static.h"
+#include "worker/tls.h"
 #include "worker/worker.h"
 
 #define ACCEPT_BATCH		64
@@ -263,6 +264,10 @@ worker_main(const struct runtime *rt, int slot, unsigned gen,
 			    store_slot);
 		worker.store = rt->store;
 	}
+	if (rt->tls_store != NULL && rt->tls_store != rt->store &&
+	    store_attach(rt->tls_store, (unsigned)store_slot) == -1)
+		fatalx("cannot attach to the TLS session cache as slot %d",
+		    store_slot);
 	if (stats_attach(rt->stats, stats_slot, &stats_me) == -1)
 		fatal("counters");
 	drop_privileges(rt);
@@ -270,6 +275,8 @@ worker_main(const struct runtime *rt, int slot, unsigned gen,
 	worker.rt = rt;
 	worker.cf = cf;
 	worker.slot = slot;
+	if (rt->tls != NULL && tls_worker_init(rt, rt->tls_store) == -1)
+		fatalx("cannot set up TLS");
 	worker.base = event_base_new();
 	if (worker.base == NULL)
 		fatalx("event_base_new failed");

@@ -1,0 +1,26 @@
+/*
+ * TLS session resumption in any worker: TLS 1.2 session IDs (and TLS 1.3
+ * stateful tickets, when tickets are off) in a shared store under a key
+ * namespace of their own, with the store's TTL set to the session's
+ * timeout; and stateless tickets sealed with the master's shared keys
+ * (shm/tls_keys.h).
+ */
+#ifndef CORRAL_TLS_SESSION_H
+#define CORRAL_TLS_SESSION_H
+
+struct config_tls;
+struct ssl_ctx_st;
+struct store;
+struct tls_keys;
+
+/* Key namespace of sessions in the store (see the others in worker/). */
+#define TLS_SESSION_KEY_NS	'T'
+
+/*
+ * Sets up resumption on ctx: the session cache in sessions (may be NULL:
+ * no cache), tickets with keys (may be NULL: no tickets).  0 or -1.
+ */
+int tls_session_setup(struct ssl_ctx_st *ctx, const struct config_tls *t,
+    struct store *sessions, struct tls_keys *keys);
+
+#endif
