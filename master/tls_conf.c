@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -191,12 +192,14 @@ ctx_new(struct loading *l, const struct config_server *s)
 		goto failed;
 	}
 	if (SSL_CTX_use_PrivateKey_file(ctx, s->tls_certificate_key,
-	    SSL_FILETYPE_PEM) != 1) {
+	    SSL_FILETYPE_PEM) != 1 &&
+	    ERR_GET_REASON(ERR_peek_last_error()) != X509_R_KEY_VALUES_MISMATCH) {
 		fail(l, s->tls_certificate_key_line, "tls_certificate_key "
 		    "\"%s\": not a PEM private key", s->tls_certificate_key);
 		goto failed;
 	}
 	if (SSL_CTX_check_private_key(ctx) != 1) {
+		ERR_clear_error();
 		fail(l, s->tls_certificate_key_line, "tls_certificate_key "
 		    "\"%s\" does not match tls_certificate \"%s\"",
 		    s->tls_certificate_key, s->tls_certificate);

@@ -618,6 +618,15 @@ parse_one(struct conn *c)
 		return false;
 	}
 	c->head = false;
+	if (n == HTTP_ERROR && c->nreq == 0 &&
+	    (unsigned char)c->ibuf[c->ipos] == TLS_RECORD_HANDSHAKE) {
+		/* An HTTP error page means nothing to a TLS client. */
+		log_info("client %s sent a TLS handshake to a plain HTTP "
+		    "port", c->peer);
+		c->ipos = c->ilen;
+		c->close_after = true;
+		return false;
+	}
 	conn_set_busy(c, true);
 	if (n == HTTP_ERROR) {
 		log_info("client %s: %d: %s", c->peer, r->status,

@@ -21,8 +21,6 @@
 #include "worker/tls.h"
 #include "worker/tls_session.h"
 
-#define TLS_RECORD_TYPE_HANDSHAKE	0x16
-
 struct tls_counters tls_counters;
 
 /* ALPN: what we speak, in wire format; h2 would go first here. */
@@ -118,7 +116,7 @@ sniff(int fd, const char *peer)
 		return TLS_WANT_READ;
 	if (n <= 0)
 		return TLS_FAILED;
-	if (b == TLS_RECORD_TYPE_HANDSHAKE)
+	if (b == TLS_RECORD_HANDSHAKE)
 		return 0;
 	if (b >= 'A' && b <= 'Z') {
 		log_info("client %s sent plain HTTP to a TLS port", peer);

@@ -17,6 +17,9 @@ struct runtime;
 struct ssl_st;
 struct store;
 
+/* The first byte of a TLS connection: a handshake record. */
+#define TLS_RECORD_HANDSHAKE	0x16
+
 /* What an operation on the session needs before it can go on. */
 #define TLS_WANT_READ	(-2)
 #define TLS_WANT_WRITE	(-3)

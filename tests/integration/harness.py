@@ -493,7 +493,8 @@ class Corral:
 
     STRING_KEYS = {'error_log', 'log_level', 'pid_file', 'mime_types',
                    'default_type', 'user', 'group', 'root', 'access_log',
-                   'path'}
+                   'path', 'tls_certificate', 'tls_certificate_key',
+                   'ciphers', 'ciphersuites'}
 
     def __init__(self, server=None, vhosts=(), wrapper=None, **directives):
         self.tmp = tempfile.mkdtemp(prefix='corral-it-')

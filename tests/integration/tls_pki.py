@@ -1,0 +1,83 @@
+"""
+Certificates for the TLS tests, made with the openssl command: a test CA
+and leaf certificates signed by it (ECDSA P-256 or RSA 2048), one with
+dates in the past, and keys that match nothing.
+"""
+
+import os
+import subprocess
+
+CA_CNF = """[ca]
+default_ca = test
+[test]
+dir = %(dir)s
+database = %(dir)s/index.txt
+new_certs_dir = %(dir)s
+serial = %(dir)s/serial
+default_md = sha256
+policy = anything
+copy_extensions = copy
+unique_subject = no
+[anything]
+commonName = supplied
+"""
+
+
+def openssl(*args, cwd):
+    subprocess.run(['openssl'] + list(args), cwd=cwd, check=True,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+
+def new_key(path, kind, cwd):
+    if kind == 'rsa':
+        openssl('genpkey', '-algorithm', 'RSA', '-pkeyopt',
+                'rsa_keygen_bits:2048', '-out', path, cwd=cwd)
+    else:
+        openssl('genpkey', '-algorithm', 'EC', '-pkeyopt',
+                'ec_paramgen_curve:P-256', '-out', path, cwd=cwd)
+
+
+class PKI:
+    """A CA in folder d; leaf() signs certificates for names."""
+
+    def __init__(self, d):
+        self.dir = d
+        os.makedirs(d, exist_ok=True)
+        self.ca_key = os.path.join(d, 'ca.key')
+        self.ca = os.path.join(d, 'ca.crt')
+        new_key(self.ca_key, 'ec', d)
+        openssl('req', '-x509', '-new', '-key', self.ca_key, '-out', self.ca,
+                '-days', '30', '-subj', '/CN=corral test CA', cwd=d)
+        with open(os.path.join(d, 'ca.cnf'), 'w') as f:
+            f.write(CA_CNF % {'dir': d})
+        open(os.path.join(d, 'index.txt'), 'w').close()
+        with open(os.path.join(d, 'serial'), 'w') as f:
+            f.write('1000\n')
+
+    def leaf(self, name, names=(), kind='ec', start=None, end=None,
+             key=None):
+        """(cert, key) paths for name (and names); dates as YYMMDDhhmmssZ."""
+        base = os.path.join(self.dir, '%s-%s-%s' % (name, kind,
+                                                     start or 'now'))
+        key = key or base + '.key'
+        if not os.path.exists(key):
+            new_key(key, kind, self.dir)
+        csr, crt = base + '.csr', base + '.crt'
+        san = ','.join('DNS:' + n for n in (name,) + tuple(names))
+        openssl('req', '-new', '-key', key, '-out', csr, '-subj',
+                '/CN=' + name, '-addext', 'subjectAltName=' + san,
+                cwd=self.dir)
+        args = ['ca', '-batch', '-config', 'ca.cnf', '-cert', self.ca,
+                '-keyfile', self.ca_key, '-in', csr, '-out', crt, '-notext']
+        if start:
+            args += ['-startdate', start, '-enddate', end]
+        else:
+            args += ['-days', '10']
+        openssl(*args, cwd=self.dir)
+        return crt, key
+
+    def serial(self, crt):
+        out = subprocess.run(['openssl', 'x509', '-noout', '-serial', '-in',
+                              crt], capture_output=True, text=True,
+                             check=True)
+        return out.stdout.strip().split('=')[1]
