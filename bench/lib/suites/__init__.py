@@ -6,7 +6,7 @@ load.Case (an empty list when it has nothing to measure yet).
 
 import importlib
 
-ORDER = ("static", "proxy", "stampede", "fastcgi", "store")
+ORDER = ("static", "proxy", "stampede", "fastcgi", "store", "tls")
 
 
 def load(name):
