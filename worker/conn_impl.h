@@ -31,10 +31,11 @@
 #define TLS_STAGE	16384	/* one full TLS record of plaintext */
 
 enum cstate {
-	CS_HANDSHAKE,		/* TLS handshake, before any request */
-	CS_HEADER,		/* waiting for or parsing a request header */
+	CS_HEADER,		/* waiting for or parsing a request header;
+				   first, so a zeroed connection is in it */
 	CS_BODY,		/* reading a request body to discard it */
 	CS_LINGER,		/* after an error: drain input, then close */
+	CS_HANDSHAKE,		/* TLS handshake, before any request */
 };
 
 enum ctimer { T_NONE, T_IDLE, T_HEADER, T_BODY, T_SEND, T_LINGER,
