@@ -1094,6 +1094,71 @@ Test(config, upstream_bad_unix_peers)
 	    "weight=N, N from 1 to 100");
 	expect_error(SERVER "upstream \"u\" {\n\tservers = {\"app.sock\"}\n}\n",
 	    5, "expected address:port or unix:/path");
+/* TLS --------------------------------------------------------------- */
+
+#define TLS_SERVER "server {\n\troot = \"htdocs\"\n" \
+	"\ttls_certificate = \"a.crt\"\n\ttls_certificate_key = \"a.key\"\n}\n"
+
+Test(config, tls_defaults_and_listen_flag)
+{
+	struct config *cf = load_ok("listen = {\"127.0.0.1:8080\", "
+	    "\"127.0.0.1:8443 tls\", \"[::1]:8443 ssl\"}\n" TLS_SERVER);
+	const struct config_tls *t = &cf->tls;
+
+	cr_assert_eq(cf->nlisten, 3);
+	cr_expect_not(cf->listen[0].tls);
+	cr_expect(cf->listen[1].tls);
+	cr_expect(cf->listen[2].tls);
+	expect_listen(&cf->listen[1], "127.0.0.1:8443", AF_INET, "127.0.0.1",
+	    8443);
+	cr_expect(cf->any_tls);
+	cr_expect_eq(t->protocols, TLS_PROTO_12 | TLS_PROTO_13);
+	cr_expect(t->session_cache);
+	cr_expect_eq(t->session_cache_size, 10 * 1024 * 1024);
+	cr_expect_eq(t->session_timeout_ms, 300000);
+	cr_expect(t->session_tickets);
+	cr_expect_eq(t->ticket_key_rotate_ms, 3600000);
+	cr_expect_eq(t->handshake_timeout_ms, 10000);
+	cr_expect(t->ktls);
+	cr_expect_not_null(strstr(t->ciphers, "ECDHE-ECDSA-AES128-GCM-SHA256"));
+	cr_expect_str_eq(cf->servers[0].tls_certificate, in_dir("a.crt"));
+	cr_expect_str_eq(cf->servers[0].tls_certificate_key, in_dir("a.key"));
+	cr_expect_eq(cf->servers[0].tls_certificate_line, 4);
+	cr_expect_eq(cf->servers[0].tls_certificate_key_line, 5);
+	config_free(cf);
+}
+
+Test(config, tls_section)
+{
+	struct config *cf = load_ok("listen = {\"8443 tls\"}\n"
+	    "tls {\n\tprotocols = {\"TLSv1.3\"}\n\tsession_timeout = 1h\n"
+	    "\tsession_tickets = off\n\tktls = off\n}\n" TLS_SERVER);
+
+	cr_expect_eq(cf->tls.protocols, TLS_PROTO_13);
+	cr_expect_eq(cf->tls.session_timeout_ms, 3600000);
+	cr_expect_not(cf->tls.session_tickets);
+	cr_expect_not(cf->tls.ktls);
+	config_free(cf);
+}
+
+Test(config, tls_errors)
+{
+	expect_error("listen = {\"8443 tls\"}\n" SERVER, 1,
+	    "listen with \"tls\" needs a server with tls_certificate");
+	expect_error("listen = {\"8443 http2\"}\n" SERVER, 1,
+	    "the only option is \"tls\"");
+	expect_error("tls {\n\tprotocols = {\"TLSv1.1\"}\n}\n" SERVER, 2,
+	    "obsolete and insecure");
+	expect_error("tls {\n\tprotocols = {\"TLSv9\"}\n}\n" SERVER, 2,
+	    "unknown protocol");
+	expect_error("tls {\n\tsession_timeout = 0\n}\n" SERVER, 2,
+	    "session_timeout must be between");
+	expect_error("server {\n\troot = \"htdocs\"\n"
+	    "\ttls_certificate = \"a.crt\"\n}\n", 3,
+	    "tls_certificate needs tls_certificate_key");
+	expect_error("server {\n\troot = \"htdocs\"\n"
+	    "\ttls_certificate_key = \"a.key\"\n}\n", 3,
+	    "tls_certificate_key needs tls_certificate");
 }
 
 Test(config, underscores_in_headers_per_server)
