@@ -243,6 +243,11 @@ class TLSBasicsTest(TLSTestCase):
             TLSConn(c.tls_port, ctx).close()
         c.wait_log(r'\[info\].*TLS handshake failed')
         self.assertNoLogErrors(c)
+        # Counted: each worker says its numbers when it exits.
+        c.stop()
+        counts = re.findall(r'TLS: (\d+) handshakes, \d+ resumed, (\d+) '
+                            r'failed', c.log())
+        self.assertEqual(sum(int(f) for _, f in counts), 1, c.log())
 
     def test_proxy_sees_https(self):
         o = Origin().start()
