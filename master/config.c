@@ -670,8 +670,10 @@ cb_protocol(cfg_t *cfg, cfg_opt_t *opt, const char *value, void *result)
 		*(const char **)result = value;
 		return 0;
 	}
-	if (strcasecmp(value, "SSLv2") == 0 || strcasecmp(value, "SSLv3") == 0 ||
-	    strcasecmp(value, "TLSv1") == 0 || strcasecmp(value, "TLSv1.1") == 0)
+	if (strcasecmp(value, "SSLv2") == 0 ||
+	    strcasecmp(value, "SSLv3") == 0 ||
+	    strcasecmp(value, "TLSv1") == 0 ||
+	    strcasecmp(value, "TLSv1.1") == 0)
 		cfg_error(cfg, "protocol \"%s\" is obsolete and insecure "
 		    "(RFC 8996); only TLSv1.2 and TLSv1.3 are offered", value);
 	else

@@ -191,9 +191,10 @@ ctx_new(struct loading *l, const struct config_server *s)
 		    "a PEM certificate chain", s->tls_certificate);
 		goto failed;
 	}
+	/* A key of another certificate is reported below, as such. */
 	if (SSL_CTX_use_PrivateKey_file(ctx, s->tls_certificate_key,
-	    SSL_FILETYPE_PEM) != 1 &&
-	    ERR_GET_REASON(ERR_peek_last_error()) != X509_R_KEY_VALUES_MISMATCH) {
+	    SSL_FILETYPE_PEM) != 1 && ERR_GET_REASON(ERR_peek_last_error())
+	    != X509_R_KEY_VALUES_MISMATCH) {
 		fail(l, s->tls_certificate_key_line, "tls_certificate_key "
 		    "\"%s\": not a PEM private key", s->tls_certificate_key);
 		goto failed;
@@ -323,7 +324,8 @@ tls_conf_ktls_probe(char *why, size_t len)
 		ok = true;
 	else
 		snprintf(why, len, "the kernel has no TLS ULP: %s",
-		    errno == ENOENT ? "module tls not loaded" : strerror(errno));
+		    errno == ENOENT ? "module tls not loaded" :
+		    strerror(errno));
 out:
 	if (afd != -1)
 		close(afd);
