@@ -298,6 +298,10 @@ open_tls_store(const struct config *cf)
 int
 master_open_tls(struct runtime *rt)
 {
+	/* Without TLS, OpenSSL is not even started: its random generator
+	 * takes a while to seed, and the workers wait for the master. */
+	if (!rt->cf->any_tls)
+		return 0;
 	if (tls_keys == NULL && (tls_keys = tls_keys_create()) == NULL) {
 		log_crit("cannot make the TLS ticket keys");
 		return -1;
