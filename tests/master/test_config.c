@@ -1094,6 +1094,8 @@ Test(config, upstream_bad_unix_peers)
 	    "weight=N, N from 1 to 100");
 	expect_error(SERVER "upstream \"u\" {\n\tservers = {\"app.sock\"}\n}\n",
 	    5, "expected address:port or unix:/path");
+}
+
 /* TLS --------------------------------------------------------------- */
 
 #define TLS_SERVER "server {\n\troot = \"htdocs\"\n" \
