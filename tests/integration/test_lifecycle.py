@@ -22,7 +22,8 @@ def comm(pid):
     try:
         with open('/proc/%d/comm' % pid) as f:
             return f.read().strip()
-    except FileNotFoundError:
+    except (FileNotFoundError, ProcessLookupError):
+        # Gone before the open, or between the open and the read.
         return ''
 
 
