@@ -1661,6 +1661,7 @@ check(cfg_t *cfg)
 		check_proxies(cfg);
 	if (!ld->failed)
 		check_log_formats(cfg);
+	if (!ld->failed)
 		check_tls(cfg);
 	return ld->failed ? -1 : 0;
 }

@@ -229,7 +229,7 @@ timer_cb(evutil_socket_t fd, short what, void *arg)
 		break;
 	case T_HANDSHAKE:
 		log_info("client %s timed out in the TLS handshake", c->peer);
-		tls_counters.failures++;
+		STATS_INC(tls_failed);
 		break;
 	default:
 		break;
@@ -446,6 +446,7 @@ conn_handshake(struct conn *c)
 	case 0:
 		c->state = CS_HEADER;
 		c->ktls = worker.cf->sendfile && tls_ktls_send(c->ssl);
+		conn_log_tls(c, tls_version(c->ssl));
 		event_del(&c->wev);
 		event_add(&c->rev, NULL);
 		conn_timer(c, T_HEADER, worker.cf->header_timeout_ms);

@@ -289,6 +289,7 @@ out_flush_tls(struct conn *c)
 			return 1;
 		if (n <= 0)
 			return -1;
+		STATS_ADD(bytes_out, n);
 		out_advance(c, (size_t)n);
 	}
 	out_reset(c);

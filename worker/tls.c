@@ -17,11 +17,10 @@
 #include "master/log.h"
 #include "master/master.h"
 #include "master/tls_conf.h"
+#include "shm/stats.h"
 #include "worker/conn_impl.h"
 #include "worker/tls.h"
 #include "worker/tls_session.h"
-
-struct tls_counters tls_counters;
 
 /* ALPN: what we speak, in wire format; h2 would go first here. */
 static const unsigned char alpn_protos[] = "\x08http/1.1";
@@ -120,11 +119,11 @@ sniff(int fd, const char *peer)
 		return 0;
 	if (b >= 'A' && b <= 'Z') {
 		log_info("client %s sent plain HTTP to a TLS port", peer);
-		tls_counters.plain_http++;
+		STATS_INC(tls_failed);
 		return TLS_PLAIN_HTTP;
 	}
 	log_info("client %s: TLS handshake failed: not a TLS record", peer);
-	tls_counters.failures++;
+	STATS_INC(tls_failed);
 	return TLS_FAILED;
 }
 
@@ -140,9 +139,10 @@ tls_handshake(SSL *ssl, int fd, const char *peer)
 	errno = 0;
 	rc = SSL_do_handshake(ssl);
 	if (rc == 1) {
-		tls_counters.handshakes++;
 		if (SSL_session_reused(ssl))
-			tls_counters.resumed++;
+			STATS_INC(tls_resumed);
+		else
+			STATS_INC(tls_full);
 		log_debug("client %s: %s %s%s", peer, SSL_get_version(ssl),
 		    SSL_get_cipher_name(ssl),
 		    SSL_session_reused(ssl) ? ", resumed" : "");
@@ -153,7 +153,7 @@ tls_handshake(SSL *ssl, int fd, const char *peer)
 		return TLS_WANT_READ;
 	if (err == SSL_ERROR_WANT_WRITE)
 		return TLS_WANT_WRITE;
-	tls_counters.failures++;
+	STATS_INC(tls_failed);
 	log_info("client %s: TLS handshake failed: %s", peer, why(err));
 	ERR_clear_error();
 	return TLS_FAILED;
@@ -225,6 +225,12 @@ tls_sendfile(SSL *ssl, int fd, off_t off, size_t len, const char *peer)
 		return (ssize_t)n;
 	n = io_failed(ssl, peer, "sendfile to");
 	return n == 0 ? -1 : n;
+}
+
+const char *
+tls_version(SSL *ssl)
+{
+	return SSL_get_version(ssl);
 }
 
 bool

@@ -28,16 +28,6 @@ struct store;
 #define TLS_FAILED	(-1)
 #define TLS_PLAIN_HTTP	(-4)		/* plain HTTP sent to a TLS port */
 
-/* Per-worker counters, for logs and status pages. */
-struct tls_counters {
-	unsigned long handshakes;	/* completed */
-	unsigned long resumed;		/* of which resumed a session */
-	unsigned long failures;		/* failed or timed out */
-	unsigned long plain_http;	/* plain HTTP on a TLS port */
-};
-
-extern struct tls_counters tls_counters;
-
 /*
  * At worker start: SNI, ALPN, the shared session cache (in sessions, may
  * be NULL) and the ticket keys on every context of rt.  0, or -1 logged.
@@ -49,7 +39,8 @@ struct ssl_st *tls_new(int fd);
 
 /*
  * Drives the handshake: 0 when done, TLS_WANT_READ / TLS_WANT_WRITE, or
- * TLS_FAILED / TLS_PLAIN_HTTP (logged at info, counted).
+ * TLS_FAILED / TLS_PLAIN_HTTP (logged at info).  Outcomes are counted in
+ * shm/stats.h (tls_full, tls_resumed, tls_failed).
  */
 int tls_handshake(struct ssl_st *ssl, int fd, const char *peer);
 
@@ -64,6 +55,9 @@ ssize_t tls_send(struct ssl_st *ssl, const void *buf, size_t len,
 /* Like tls_send, from a file, through kernel TLS. */
 ssize_t tls_sendfile(struct ssl_st *ssl, int fd, off_t off, size_t len,
     const char *peer);
+
+/* "TLSv1.3" and so on: a static string. */
+const char *tls_version(struct ssl_st *ssl);
 
 /* Kernel TLS encrypts what this session sends. */
 bool tls_ktls_send(struct ssl_st *ssl);

@@ -330,10 +330,6 @@ worker_main(const struct runtime *rt, int slot, unsigned gen,
 
 	event_base_dispatch(worker.base);
 
-	if (rt->tls != NULL)
-		log_info("TLS: %lu handshakes, %lu resumed, %lu failed, %lu "
-		    "plain HTTP", tls_counters.handshakes, tls_counters.resumed,
-		    tls_counters.failures, tls_counters.plain_http);
 	log_info("exiting");
 	conn_close_all();
 	fcache_destroy(worker.fcache);

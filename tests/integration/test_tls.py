@@ -5,6 +5,7 @@ rotation), certificates checked by -t and renewed by a reload, plain HTTP
 on a TLS port and TLS on a plain one, a stalled handshake, static files
 and the proxy over TLS, and sslscan against the default settings.
 """
+import json
 import os
 import re
 import shutil
@@ -18,7 +19,7 @@ import unittest
 
 from harness import (BIN, IO_TIMEOUT, Conn, CorralTestCase, Raw, build_request,
                      free_port, need_tool, parse_byteranges, quote,
-                     wait_until)
+                     wait_for, wait_until)
 from origin import Origin, body
 from tls_pki import PKI
 
@@ -236,18 +237,37 @@ class TLSBasicsTest(TLSTestCase):
         c.wait_log(r'\[info\].*timed out in the TLS handshake')
         self.assertNoLogErrors(c)
 
-    def test_failed_handshake_is_info(self):
-        c = self.start_tls()
+    def test_handshakes_are_counted_and_failures_are_info(self):
+        c = self.start_tls(start=False,
+                           server={'access_log_format': Raw('timed')})
+        stats = os.path.join(c.tmp, 'corral.stats')
+        c.directives['stats_file'] = Raw(quote(stats))
+        c.rewrite()
+        c.start()
         ctx = ssl.create_default_context()	# does not trust our CA
         with self.assertRaises(ssl.SSLError):
             TLSConn(c.tls_port, ctx).close()
         c.wait_log(r'\[info\].*TLS handshake failed')
+        self.assertEqual(self.tls_get(c, '/none').status, 404)
+        with Conn(c.tls_port) as s:		# plain HTTP: failed too
+            s.send(build_request('/'))
+            self.assertEqual(s.read_response().status, 400)
+
+        def tls_counts():
+            out = subprocess.run([BIN, '-s', '-j', '-c', c.conf_path],
+                                 capture_output=True, text=True, timeout=10)
+            return json.loads(out.stdout).get('tls') if \
+                out.returncode == 0 else out.stderr
+        want = {'handshakes_full': 1, 'handshakes_resumed': 0,
+                'handshakes_failed': 2}
+        got = wait_for(tls_counts, lambda d: d == want, 5)
+        self.assertEqual(got, want, tls_counts())
+        # The access log says which TLS version the request came over.
+        self.assertTrue(wait_until(lambda: re.search(
+            r'"GET /none HTTP/1.1" 404 .* tls=TLSv1\.3',
+            open(c.access_log).read() if os.path.exists(c.access_log)
+            else ''), 5), open(c.access_log).read())
         self.assertNoLogErrors(c)
-        # Counted: each worker says its numbers when it exits.
-        c.stop()
-        counts = re.findall(r'TLS: (\d+) handshakes, \d+ resumed, (\d+) '
-                            r'failed', c.log())
-        self.assertEqual(sum(int(f) for _, f in counts), 1, c.log())
 
     def test_proxy_sees_https(self):
         o = Origin().start()
