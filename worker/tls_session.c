@@ -19,6 +19,7 @@
 #include "master/log.h"
 #include "shm/store.h"
 #include "shm/tls_keys.h"
+#include "worker/cache.h"
 #include "worker/tls_session.h"
 
 #define SESSION_MAX	4096		/* larger encodings are not kept */
@@ -32,7 +33,7 @@ static EVP_CIPHER *aes;
 static size_t
 session_key(unsigned char *key, const unsigned char *id, unsigned len)
 {
-	key[0] = TLS_SESSION_KEY_NS;
+	key[0] = CACHE_NS_TLS_SESSION;
 	memcpy(key + 1, id, len);
 	return (size_t)len + 1;
 }

@@ -1,7 +1,7 @@
 /*
  * TLS session resumption in any worker: TLS 1.2 session IDs (and TLS 1.3
- * stateful tickets, when tickets are off) in a shared store under a key
- * namespace of their own, with the store's TTL set to the session's
+ * stateful tickets, when tickets are off) in a shared store under the key
+ * namespace CACHE_NS_TLS_SESSION (worker/cache.h), with the store's TTL set to the session's
  * timeout; and stateless tickets sealed with the master's shared keys
  * (shm/tls_keys.h).
  */
@@ -12,9 +12,6 @@ struct config_tls;
 struct ssl_ctx_st;
 struct store;
 struct tls_keys;
-
-/* Key namespace of sessions in the store (see the others in worker/). */
-#define TLS_SESSION_KEY_NS	'T'
 
 /*
  * Sets up resumption on ctx: the session cache in sessions (may be NULL:
