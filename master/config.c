@@ -664,7 +664,7 @@ protocol_bit(const char *name)
 }
 
 static int
-cb_protocol(cfg_t *cfg, cfg_opt_t *opt, const char *value, void *result)
+cb_tls_protocol(cfg_t *cfg, cfg_opt_t *opt, const char *value, void *result)
 {
 	if (protocol_bit(value) != 0) {
 		*(const char **)result = value;
@@ -854,7 +854,7 @@ cb_stale(cfg_t *cfg, cfg_opt_t *opt, const char *value, void *result)
 }
 
 static int
-cb_tls_protocol(cfg_t *cfg, cfg_opt_t *opt, const char *value, void *result)
+cb_protocol(cfg_t *cfg, cfg_opt_t *opt, const char *value, void *result)
 {
 	(void)opt;
 	if (strcmp(value, "http") != 0 && strcmp(value, "fastcgi") != 0) {
