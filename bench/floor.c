@@ -3,10 +3,13 @@
  * bench/run.  It answers each GET with bytes prepared before the run (a
  * response captured from corral), using one recv and one writev per batch
  * of requests on a connection, so its CPU per request is what the kernel
- * costs for this exchange and nothing else.  No HTTP beyond finding the
- * end of a request and its path; not a server to use.
+ * costs for this exchange and nothing else.  A response of -s BYTES or
+ * more (32 KiB by default) goes out with one sendfile() from its file
+ * instead, head and body together, as the least a server can do for a
+ * large file is to let the kernel send it from the page cache.  No HTTP
+ * beyond finding the end of a request and its path; not a server to use.
  *
- * Usage: floor PORT PATH=FILE...
+ * Usage: floor [-s BYTES] PORT PATH=FILE...
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -18,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
@@ -25,19 +29,30 @@
 
 #define MAX_RESP	16
 #define RBUF		8192
-#define MAX_IOV		64
+#define MAX_OUT		64	/* responses queued on a connection */
+
+/* Responses at least this long go out with sendfile(); -s changes it. */
+static size_t sendfile_min = 32768;
 
 struct resp {
 	char *path;
 	char *data;
 	size_t len;
+	int fd;			/* the file, for sendfile() */
+};
+
+/* A response being sent: off bytes of it are out. */
+struct out {
+	const struct resp *r;
+	size_t off;
 };
 
 struct client {
 	int fd;
 	size_t rlen;		/* unparsed request bytes in rbuf */
-	int npend;		/* unsent output after a short write */
-	struct iovec pend[MAX_IOV];
+	unsigned qhead, qlen;	/* ring of queued responses */
+	bool waiting;		/* registered for EPOLLOUT */
+	struct out q[MAX_OUT];
 	char rbuf[RBUF];
 };
 
@@ -45,6 +60,8 @@ static struct resp resps[MAX_RESP];
 static size_t nresps;
 static const char notfound[] = "HTTP/1.1 404 Not Found\r\n"
     "Content-Length: 0\r\n\r\n";
+static const struct resp nf = { NULL, (char *)notfound,
+    sizeof(notfound) - 1, -1 };
 
 static void __attribute__((noreturn))
 die(const char *what)
@@ -53,6 +70,7 @@ die(const char *what)
 	exit(1);
 }
 
+/* PATH=FILE: the response kept in memory, and its file for sendfile. */
 static void
 load(char *arg)
 {
@@ -69,10 +87,12 @@ load(char *arg)
 		die(eq + 1);
 	resps[nresps].path = arg;
 	resps[nresps].len = (size_t)st.st_size;
-	if ((resps[nresps].data = malloc(resps[nresps].len)) == NULL ||
+	if ((resps[nresps].data = malloc(resps[nresps].len + 1)) == NULL ||
 	    read(fd, resps[nresps].data, resps[nresps].len) != st.st_size)
 		die(eq + 1);
-	close(fd);
+	resps[nresps].fd = resps[nresps].len >= sendfile_min ? fd : -1;
+	if (resps[nresps].fd == -1)
+		close(fd);
 	nresps++;
 }
 
@@ -81,8 +101,6 @@ static const struct resp *
 lookup(const char *p, const char *end)
 {
 	const char *sp = memchr(p, ' ', (size_t)(end - p)), *path, *e;
-	static const struct resp nf = { NULL, (char *)notfound,
-	    sizeof(notfound) - 1 };
 
 	if (sp == NULL)
 		return &nf;
@@ -104,65 +122,116 @@ drop(int ep, struct client *c)
 	free(c);
 }
 
+static struct out *
+head(struct client *c)
+{
+	return &c->q[c->qhead % MAX_OUT];
+}
+
 /*
- * Writes the iovecs; what a short write leaves stays in c->pend (the
- * responses never move) until the socket drains.  -1 on error.
+ * One write: sendfile() for a large response at the head of the queue,
+ * else one writev() of every memory response up to the next large one.
+ * Returns bytes written, 0 when the socket is full, -1 on error.
  */
+static ssize_t
+write_some(struct client *c)
+{
+	struct iovec iov[MAX_OUT];
+	struct out *o = head(c);
+	ssize_t n;
+	int k = 0;
+
+	if (o->r->fd != -1) {
+		off_t off = (off_t)o->off;
+
+		n = sendfile(c->fd, o->r->fd, &off, o->r->len - o->off);
+	} else {
+		for (unsigned i = 0; i < c->qlen; i++) {
+			o = &c->q[(c->qhead + i) % MAX_OUT];
+			if (o->r->fd != -1)
+				break;
+			iov[k].iov_base = o->r->data + o->off;
+			iov[k++].iov_len = o->r->len - o->off;
+		}
+		n = writev(c->fd, iov, k);
+	}
+	if (n == -1)
+		return errno == EAGAIN ? 0 : -1;
+	return n;
+}
+
+/* Writes the queue until it is empty or the socket is full; -1 on error. */
 static int
-put(int ep, struct client *c, struct iovec *iov, int n)
+flush(int ep, struct client *c)
 {
 	struct epoll_event ev = { .data.ptr = c };
-	ssize_t w = writev(c->fd, iov, n);
-	bool was = c->npend > 0;
-	int i;
+	ssize_t n = 1;
 
-	if (w == -1 && errno != EAGAIN)
-		return -1;
-	for (i = 0; i < n && w > 0; i++) {
-		size_t k = (size_t)w < iov[i].iov_len ? (size_t)w :
-		    iov[i].iov_len;
+	while (c->qlen > 0 && (n = write_some(c)) > 0) {
+		while (n > 0) {
+			struct out *o = head(c);
+			size_t k = o->r->len - o->off;
 
-		iov[i].iov_base = (char *)iov[i].iov_base + k;
-		iov[i].iov_len -= k;
-		w -= (ssize_t)k;
-		if (iov[i].iov_len > 0)
-			break;
+			if ((size_t)n < k)
+				k = (size_t)n;
+			o->off += k;
+			n -= (ssize_t)k;
+			if (o->off == o->r->len) {
+				c->qhead++;
+				c->qlen--;
+			}
+		}
 	}
-	c->npend = n - i;
-	memmove(c->pend, iov + i, (size_t)c->npend * sizeof(*iov));
-	if (was == (c->npend > 0))
+	if (n == -1)
+		return -1;
+	if (c->waiting == (c->qlen > 0))
 		return 0;
-	ev.events = c->npend > 0 ? EPOLLOUT : EPOLLIN;
+	c->waiting = c->qlen > 0;
+	ev.events = c->waiting ? EPOLLOUT : EPOLLIN;
 	return epoll_ctl(ep, EPOLL_CTL_MOD, c->fd, &ev);
 }
 
-/* Reads what there is and answers every whole request in one writev. */
+/* Queues a response for every whole request in rbuf and writes them. */
+static int
+answer(int ep, struct client *c)
+{
+	size_t at;
+	char *end;
+
+	do {
+		at = 0;
+		while (c->qlen < MAX_OUT && (end = memmem(c->rbuf + at,
+		    c->rlen - at, "\r\n\r\n", 4)) != NULL) {
+			struct out *o = &c->q[(c->qhead + c->qlen++) %
+			    MAX_OUT];
+
+			o->r = lookup(c->rbuf + at, end);
+			o->off = 0;
+			at = (size_t)(end + 4 - c->rbuf);
+		}
+		memmove(c->rbuf, c->rbuf + at, c->rlen - at);
+		c->rlen -= at;
+		if (c->qlen == 0 || flush(ep, c) == -1)
+			return c->qlen == 0 ? 0 : -1;
+		/* A full queue may have left whole requests behind. */
+	} while (!c->waiting && at > 0 &&
+	    memmem(c->rbuf, c->rlen, "\r\n\r\n", 4) != NULL);
+	return 0;
+}
+
+/* Reads what there is and answers every whole request. */
 static int
 serve(int ep, struct client *c)
 {
-	struct iovec iov[MAX_IOV];
 	ssize_t n;
-	size_t at = 0;
-	char *end;
-	int niov = 0;
 
+	if (c->rlen == RBUF)
+		return -1;
 	n = recv(c->fd, c->rbuf + c->rlen, RBUF - c->rlen, 0);
 	if (n <= 0)
 		return n == -1 && errno == EAGAIN ? 0 : -1;
 	c->rlen += (size_t)n;
-	while (niov < MAX_IOV && (end = memmem(c->rbuf + at, c->rlen - at,
-	    "\r\n\r\n", 4)) != NULL) {
-		const struct resp *r = lookup(c->rbuf + at, end);
-
-		iov[niov].iov_base = r->data;
-		iov[niov++].iov_len = r->len;
-		at = (size_t)(end + 4 - c->rbuf);
-	}
-	memmove(c->rbuf, c->rbuf + at, c->rlen - at);
-	c->rlen -= at;
-	if (c->rlen == RBUF)
-		return -1;
-	return niov > 0 ? put(ep, c, iov, niov) : 0;
+	return answer(ep, c);
 }
 
 int
@@ -172,8 +241,13 @@ main(int argc, char **argv)
 	struct epoll_event ev, evs[256];
 	int lfd, ep, one = 1;
 
+	if (argc > 2 && strcmp(argv[1], "-s") == 0) {
+		sendfile_min = strtoul(argv[2], NULL, 10);
+		argc -= 2;
+		argv += 2;
+	}
 	if (argc < 3) {
-		fprintf(stderr, "usage: floor PORT PATH=FILE...\n");
+		fprintf(stderr, "usage: floor [-s BYTES] PORT PATH=FILE...\n");
 		return 2;
 	}
 	for (int i = 2; i < argc; i++)
@@ -215,8 +289,10 @@ main(int argc, char **argv)
 				}
 				continue;
 			}
-			rc = c->npend > 0 ? put(ep, c, c->pend, c->npend) :
-			    serve(ep, c);
+			if (!c->waiting)
+				rc = serve(ep, c);
+			else if ((rc = flush(ep, c)) == 0 && !c->waiting)
+				rc = answer(ep, c);	/* requests left */
 			if (rc)
 				drop(ep, c);
 		}

@@ -1,6 +1,7 @@
 """Small helpers shared by bench/run and its suites: output, tools, ports."""
 
 import os
+import resource
 import shutil
 import socket
 import subprocess
@@ -19,6 +20,7 @@ PACKAGES = {
     "nginx": "nginx-light",
     "lighttpd": "lighttpd",
     "h2o": "h2o",
+    "apache": "apache2",
     "gnuplot": "gnuplot-nox",
 }
 
@@ -146,3 +148,18 @@ def cpu_count_of(cpulist):
 
 def pinned(cpulist, cmd):
     return (["taskset", "-c", cpulist] + cmd) if cpulist else cmd
+
+
+def nofile():
+    """The descriptor limit servers and clients may have: the hard one."""
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    return 65536 if hard == resource.RLIM_INFINITY else hard
+
+
+def raise_nofile():
+    """Raises this process's descriptor limit (and so its children's) to
+    the hard limit: 10,000 connections need as many descriptors."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = nofile()
+    if soft < want:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))

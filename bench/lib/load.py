@@ -2,6 +2,7 @@
 
 import os
 import re
+import select
 import subprocess
 import time
 
@@ -65,14 +66,15 @@ class Wrk(Load):
     tool = "wrk"
 
     def __init__(self, label, script="report.lua", headers=(),
-                 connections=100, env=None):
+                 connections=100, env=None, threads=None):
         super().__init__(label, env)
         self.script = script
         self.headers = headers
         self.connections = connections
+        self.threads = threads          # default: one per load CPU
 
     def command(self, ctx, url):
-        threads = cpu_count_of(ctx.load_cpus)
+        threads = self.threads or cpu_count_of(ctx.load_cpus)
         cmd = [ctx.tools["wrk"], "-t", str(threads),
                "-c", str(self.connections), "-d", "%ds" % ctx.duration,
                "--timeout", "5s", "-s", os.path.join(WRK_DIR, self.script)]
@@ -83,7 +85,7 @@ class Wrk(Load):
     def parse(self, out):
         m = re.search(r"^BENCH (.*)$", out, re.M)
         if not m:
-            return 0, 0.0, 0, None, None, "no result from wrk"
+            return 0, 0.0, 0, None, None, "no result from %s" % self.tool
         v = {k: float(x) for k, x in
              (kv.split("=") for kv in m.group(1).split())}
         errors = sum(int(v[k]) for k in
@@ -97,10 +99,11 @@ class Ab(Load):
 
     tool = "ab"
 
-    def __init__(self, label, keepalive=True, connections=100):
+    def __init__(self, label, keepalive=True, connections=100, headers=()):
         super().__init__(label)
         self.keepalive = keepalive
         self.connections = connections
+        self.headers = headers
 
     def command(self, ctx, url):
         # -t implies -n 50000; a later -n raises that cap, and ab keeps a
@@ -111,6 +114,8 @@ class Ab(Load):
                "-n", str(cap)]
         if self.keepalive:
             cmd.append("-k")
+        for h in self.headers:
+            cmd += ["-H", h]
         return cmd + [url]
 
     def parse(self, out):
@@ -136,30 +141,33 @@ class Ab(Load):
                 pct(50), pct(99), note)
 
 
-def measure(ctx, server, load, path):
-    """Runs load against server; CPU is read around the run."""
-    url = "http://127.0.0.1:%d%s" % (server.port, path)
-    cmd = pinned(ctx.load_cpus, load.command(ctx, url))
-    env = dict(os.environ)
-    env.update(load.env)
-    cpus = cpu_set(ctx.server_cpus)
-    busy0 = procstat.busy_ticks(cpus)
-    t0 = time.monotonic()
-    before = procstat.cpu_ticks(server.pid)
-    try:
-        out = subprocess.run(cmd, stdout=subprocess.PIPE,
-                             stderr=subprocess.STDOUT, text=True,
-                             errors="replace", env=env,
-                             timeout=ctx.duration + 60)
-        output, code = out.stdout, out.returncode
-    except subprocess.TimeoutExpired:
-        output, code = "", "timeout"
-    after = procstat.cpu_ticks(server.pid)
-    wall = time.monotonic() - t0
-    # What else ran on the server's CPUs meanwhile: it skews req/s and
-    # latency, and CPU per request a little (caches, switches).
-    other = procstat.busy_ticks(cpus) - busy0 - (after - before)
-    other_cpu = max(0.0, other / procstat.CLK_TCK / wall) if wall else 0.0
+class CpuWindow:
+    """The server's CPU time, and what others took of its CPUs, between
+    start() and stop()."""
+
+    def __init__(self, ctx, server):
+        self.server = server
+        self.cpus = cpu_set(ctx.server_cpus)
+
+    def start(self):
+        self.busy0 = procstat.busy_ticks(self.cpus)
+        self.t0 = time.monotonic()
+        self.before = procstat.cpu_ticks(self.server.pid)
+
+    def stop(self):
+        """(server's ticks, the share of its CPUs others took)."""
+        after = procstat.cpu_ticks(self.server.pid)
+        wall = time.monotonic() - self.t0
+        # What else ran on the server's CPUs meanwhile: it skews req/s and
+        # latency, and CPU per request a little (caches, switches).
+        other = procstat.busy_ticks(self.cpus) - self.busy0 - \
+            (after - self.before)
+        other_cpu = max(0.0, other / procstat.CLK_TCK / wall) if wall \
+            else 0.0
+        return max(0, after - self.before), other_cpu
+
+
+def _result(server, load, output, code, ticks, other_cpu):
     requests, seconds, errors, p50, p99, note = load.parse(output)
     if code and not note:
         note = "%s ended with %s" % (load.tool, code)
@@ -168,7 +176,99 @@ def measure(ctx, server, load, path):
             "server exited %d" % server.proc.returncode
         errors = max(errors, 1)
     return Result(server.name, requests, seconds, errors, p50, p99,
-                  max(0, after - before), note, other_cpu)
+                  ticks, note, other_cpu)
+
+
+def measure(ctx, server, load, path):
+    """Runs load against server; CPU is read around the run."""
+    if isinstance(load, Conns):
+        return load.measure(ctx, server, path)
+    url = "http://127.0.0.1:%d%s" % (server.port, path)
+    cmd = pinned(ctx.load_cpus, load.command(ctx, url))
+    env = dict(os.environ)
+    env.update(load.env)
+    window = CpuWindow(ctx, server)
+    window.start()
+    try:
+        out = subprocess.run(cmd, stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True,
+                             errors="replace", env=env,
+                             timeout=ctx.duration + 60)
+        output, code = out.stdout, out.returncode
+    except subprocess.TimeoutExpired:
+        output, code = "", "timeout"
+    return _result(server, load, output, code, *window.stop())
+
+
+class Conns(Wrk):
+    """bench/conns run: N keep-alive connections opened before the
+    measured part, then one request in flight on each.  Only the requests
+    after all are open count, and only the CPU time spent meanwhile."""
+
+    tool = "conns"
+
+    def __init__(self, label, connections):
+        super().__init__(label, connections=connections)
+
+    def measure(self, ctx, server, path):
+        cmd = pinned(ctx.load_cpus, [
+            ctx.tools["conns"], "run", "-c", str(self.connections),
+            "-d", str(ctx.duration), str(server.port), path])
+        p = subprocess.Popen(cmd, stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             text=True, errors="replace")
+        try:
+            ready = read_until(p, "READY", 120)
+            if "READY" not in ready:
+                p.kill()
+                out = ready + p.communicate()[0]
+                return _result(server, self, out, p.poll() or "no READY",
+                               0, 0.0)
+            window = CpuWindow(ctx, server)
+            window.start()
+            try:
+                out = p.communicate("go\n", timeout=ctx.duration + 60)[0]
+            except subprocess.TimeoutExpired:
+                p.kill()
+                out = p.communicate()[0]
+            return _result(server, self, out, p.returncode, *window.stop())
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+
+
+def end_client(proc):
+    """Closes the stdin of a bench/conns that holds its connections until
+    then, and waits for it to close them and exit."""
+    proc.stdin.close()
+    try:
+        proc.wait(30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def read_until(proc, word, timeout):
+    """What proc printed up to and with the first line that starts with
+    word, or all it printed before it ended or timeout passed.  Reads the
+    pipe's descriptor itself, so nothing is left in a buffer that select
+    cannot see."""
+    fd = proc.stdout.fileno()
+    deadline = time.monotonic() + timeout
+    data = b""
+    while time.monotonic() < deadline:
+        r, _, _ = select.select([fd], [], [], deadline - time.monotonic())
+        if not r:
+            break
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            break
+        data += chunk
+        lines = data.decode(errors="replace").splitlines(True)
+        if any(l.startswith(word) and l.endswith("\n") for l in lines):
+            break
+    return data.decode(errors="replace")
 
 
 class Case:

@@ -81,3 +81,41 @@ def busy_ticks(cpus=None):
                     (cpus is not None and name and int(name) in cpus):
                 total += int(fields[1]) + int(fields[2]) + int(fields[3])
     return total
+
+
+def rss_kb(root):
+    """Resident memory of root and its descendants, in KiB (VmRSS of
+    each: pages shared between them count once per process)."""
+    total = 0
+    for pid in tree(root):
+        try:
+            with open("/proc/%d/status" % pid) as f:
+                for line in f:
+                    if line.startswith("VmRSS:"):
+                        total += int(line.split()[1])
+                        break
+        except OSError:
+            pass
+    return total
+
+
+def children(root):
+    """The pids of root's direct children (a server's workers)."""
+    return sorted(_children().get(root, ()))
+
+
+def sockets(pid):
+    """How many sockets the process has open."""
+    n = 0
+    try:
+        fds = os.listdir("/proc/%d/fd" % pid)
+    except OSError:
+        return 0
+    for fd in fds:
+        try:
+            if os.readlink("/proc/%d/fd/%s" % (pid, fd)).startswith(
+                    "socket:"):
+                n += 1
+        except OSError:
+            pass
+    return n

@@ -4,18 +4,163 @@ import os
 import re
 import subprocess
 
-# (suite, case key, what, the most corral may spend, as a ratio to nginx)
+INF = float("inf")
+
+
+def _cpu(case, name):
+    r = case.get(name)
+    return r.cpu_us if r is not None and r.cpu_us else None
+
+
+def _floor_note(case):
+    floor, base = _cpu(case, "floor"), _cpu(case, "nginx")
+    return " (floor %.2f×)" % (floor / base) if floor and base else ""
+
+
+class Target:
+    """A goal for corral in one case: check(case) gives (now, met), met
+    None when it cannot be judged."""
+
+    def __init__(self, suite, key, what, goal, check):
+        self.suite = suite
+        self.key = key
+        self.what = what
+        self.goal = goal
+        self.check = check
+
+
+def vs(suite, key, what, name, most, label=None):
+    """corral's CPU per request at most `most` times that of row name."""
+    def check(case):
+        mine, theirs = _cpu(case, "corral"), _cpu(case, name)
+        if mine is None or theirs is None:
+            return "no ratio (corral or %s missing)" % name, None
+        v = mine / theirs
+        return "%.2f×" % v + (_floor_note(case) if name == "nginx"
+                              else ""), v <= most
+    return Target(suite, key, what, "≤ %.2f× %s" % (most, label or name),
+                  check)
+
+
+def vs_best(suite, key, what, most):
+    """corral's CPU per request at most `most` times the best peer's."""
+    def check(case):
+        mine = _cpu(case, "corral")
+        peers = [(r.cpu_us, r.server) for r in case.results
+                 if r.server not in ("corral", "floor") and r.cpu_us]
+        if mine is None or not peers:
+            return "no ratio (corral or the peers missing)", None
+        best, name = min(peers)
+        v = mine / best
+        return "%.2f× (%s)" % (v, name), v <= most
+    return Target(suite, key, what, "≤ %.2f× the best peer" % most, check)
+
+
+def _stampede(case):
+    r = case.get("corral")
+    if r is None or r.p99_us is None:
+        return "no result from corral", None
+    return "%d origin hit%s, p99 %s" % (
+        r.origin_hits, "" if r.origin_hits == 1 else "s",
+        fmt_lat(r.p99_us)), r.met(case.delay_ms)
+
+
+def _conns_growth(case):
+    r = case.get("corral")
+    if r is None or r.growth is None:
+        return "no result from corral", None
+    lo, hi = min(case.levels), max(case.levels)
+    return "%.2f× (%s µs at %s, %s µs at %s)" % (
+        r.growth, fmt_cpu(r.cpu_at(lo)), "{:,}".format(lo),
+        fmt_cpu(r.cpu_at(hi)), "{:,}".format(hi)), r.growth <= 1.2
+
+
+def _conns_memory(case):
+    r, base = case.get("corral"), case.get("nginx")
+    if r is None or r.bytes_per_idle is None:
+        return "no result from corral", None
+    now = "{:,.0f} B".format(r.bytes_per_idle)
+    if base is None or base.bytes_per_idle is None:
+        return now + " (no nginx)", None
+    return now + ", nginx {:,.0f} B".format(base.bytes_per_idle), \
+        r.bytes_per_idle <= base.bytes_per_idle
+
+
+def _corral_rows(case):
+    return [r for r in case.results if r.server == "corral"]
+
+
+def _accept_balance(case):
+    rows = [r for r in _corral_rows(case) if r.ratio is not None]
+    if not rows:
+        return "no result from corral", None
+    worst = max(r.ratio for r in rows)
+    return ("all on one worker" if worst == INF else "%.2f" % worst), \
+        worst <= 1.3
+
+
+def _accept_delay(case):
+    rows = _corral_rows(case)
+    if not rows or all(r.max_us is None for r in rows):
+        return "no result from corral", None
+    slow = sum(r.slow for r in rows)
+    errors = sum(r.errors for r in rows)
+    worst = max(r.max_us for r in rows if r.max_us is not None)
+    return "%d of them, the slowest %s%s" % (
+        slow, fmt_lat(worst), ", %d errors" % errors if errors else ""), \
+        slow == 0 and errors == 0
+
+
+# Every goal, in the order of the tables.  Ratios are of CPU time per
+# request in the same run.
 TARGETS = (
-    ("static", "100b-ka", "static 100 B keep-alive, CPU/request", 0.6),
-    ("static", "100b-pipe16", "static 100 B, 16-deep pipelining, "
-     "CPU/request", 0.15),
-    ("proxy", "hit-4000b", "proxy cache hit 4000 B, CPU/request", 0.35),
-    ("stampede", "cold", "stampede: 1 origin hit, p99 within origin "
-     "delay + 10 ms", None),
-    ("fastcgi", "php-uncached", "FastCGI PHP page through php-fpm, "
-     "CPU/request", 0.7),
-    ("fastcgi", "php-cached", "FastCGI PHP page from the cache, "
-     "CPU/request", 0.5),
+    vs("static", "100b-ka", "static 100 B keep-alive, CPU/request",
+       "nginx", 0.6),
+    vs("static", "100b-pipe16", "static 100 B, 16-deep pipelining, "
+       "CPU/request", "nginx", 0.15),
+    vs("static", "100b-pipe16", "static 100 B, 16-deep pipelining, "
+       "CPU/request vs the floor", "floor", 1.25, "the floor"),
+    vs("static", "52k-ka", "static 52 KB keep-alive, CPU/request",
+       "nginx", 1.0),
+    vs_best("static", "52k-ka", "static 52 KB keep-alive, CPU/request vs "
+            "the best peer", 1.0),
+    vs("static", "1m-ka", "static 1 MB keep-alive, CPU/request", "nginx",
+       1.0),
+    vs("static", "100b-ab-k", "seed: 100 B, ab -k (HTTP/1.0 keep-alive), "
+       "CPU/request", "nginx", 1.0),
+    vs("static", "null-t2c100", "seed: null.html, wrk -t2 -c100, "
+       "CPU/request", "nginx", 1.0),
+    vs("static", "null-c500", "seed: null.html, 500 connections, "
+       "CPU/request", "nginx", 1.0),
+    vs("static", "page600-ab-c10", "seed: 0.6 KB page, ab -c 10, "
+       "CPU/request", "nginx", 1.0),
+    vs("static", "page600-ab-c40", "seed: 0.6 KB page, ab -c 40, "
+       "CPU/request", "nginx", 1.0),
+    vs("static", "page600-ab-c70", "seed: 0.6 KB page, ab -c 70, "
+       "CPU/request", "nginx", 1.0),
+    vs("gzip", "page52k-gzip", "seed: 52 KB page gzipped, ab -k, "
+       "CPU/request", "nginx + proxy_cache", 1.0,
+       "nginx's fix (proxy_cache)"),
+    vs("proxy", "hit-4000b", "proxy cache hit 4000 B, CPU/request",
+       "nginx", 0.35),
+    vs("proxy", "pass-4000b", "proxy uncached 4000 B, CPU/request",
+       "nginx", 0.8),
+    vs("proxy", "pass-4000b", "proxy uncached 4000 B, CPU/request vs the "
+       "proxy floor", "floor", 1.15, "the floor"),
+    Target("stampede", "cold", "stampede: 1 origin hit, p99 within origin "
+           "delay + 10 ms", "see left", _stampede),
+    vs("fastcgi", "php-uncached", "FastCGI PHP page through php-fpm, "
+       "CPU/request", "nginx", 0.7),
+    vs("fastcgi", "php-cached", "FastCGI PHP page from the cache, "
+       "CPU/request", "nginx", 0.5),
+    Target("conns", "levels", "10,000 connections: CPU/request vs at 100",
+           "≤ 1.20×", _conns_growth),
+    Target("conns", "levels", "memory per idle connection",
+           "≤ nginx's", _conns_memory),
+    Target("accept", "burst", "accept: busiest over least busy worker, "
+           "1,000 new connections", "≤ 1.30", _accept_balance),
+    Target("accept", "burst", "accept: connections waiting 1 s or more",
+           "none", _accept_delay),
 )
 
 README_BEGIN = "<!-- targets:begin -->"
@@ -115,40 +260,29 @@ def stampede_table(case):
     return "\n".join(lines)
 
 
-def _stampede_now(case):
-    """(now, verdict) of the stampede target from corral's row."""
-    r = case.get("corral")
-    if r is None or r.p99_us is None:
-        return "no result from corral", ""
-    now = "%d origin hit%s, p99 %s" % (
-        r.origin_hits, "" if r.origin_hits == 1 else "s", fmt_lat(r.p99_us))
-    return now, "met" if r.met(case.delay_ms) else "not met"
-
-
-# The table of each kind of case; the default is case_table.
+# The table of each kind of case; the default is case_table, and a case
+# may bring its own (case.table).
 TABLES = {"ops": ops_table, "stampede": stampede_table}
 
 
+def table_of(case):
+    return getattr(case, "table", None) or \
+        TABLES.get(getattr(case, "kind", ""), case_table)
+
+
 def targets(cases):
-    """(what, goal, now, verdict) for each target of the README."""
+    """(what, goal, now, verdict) for each target."""
     by_key = {(c.suite, c.key): c for c in cases}
     rows = []
-    for suite, key, what, most in TARGETS:
-        goal = "≤ %.2f× nginx" % most if most is not None else "see left"
-        case = by_key.get((suite, key))
-        now = ratio(case, "corral") if case else None
+    for t in TARGETS:
+        case = by_key.get((t.suite, t.key))
         if case is None:
-            rows.append((what, goal, "not measured (suite %s)" % suite, ""))
-        elif getattr(case, "kind", "") == "stampede":
-            rows.append((what, goal) + _stampede_now(case))
-        elif now is None:
-            rows.append((what, goal, "no ratio (corral or nginx missing)",
-                         ""))
-        else:
-            floor = ratio(case, "floor")
-            rows.append((what, goal, "%.2f×" % now + (
-                " (floor %.2f×)" % floor if floor is not None else ""),
-                "met" if now <= most else "not met"))
+            rows.append((t.what, t.goal, "not measured (suite %s)" %
+                         t.suite, ""))
+            continue
+        now, met = t.check(case)
+        rows.append((t.what, t.goal, now, "" if met is None else
+                     "met" if met else "not met"))
     return rows
 
 
@@ -209,7 +343,7 @@ def markdown(ctx, cases):
         if case.suite != suite:
             suite = case.suite
             out += ["## %s" % suite, ""]
-        table = TABLES.get(getattr(case, "kind", ""), case_table)
+        table = table_of(case)
         out += ["### %s" % case.title, "",
                 "Load: %s." % case.load, "",
                 table(case), ""]
@@ -232,8 +366,7 @@ def _terminal(gnuplot):
 def plot(ctx, cases, png):
     """CPU µs per request, one group of bars per case, one bar per server.
     Returns an error string, or None."""
-    cases = [c for c in cases if c.results and
-             getattr(c, "kind", "") not in TABLES]
+    cases = [c for c in cases if c.results and table_of(c) is case_table]
     if not cases:
         return "nothing to plot"
     names = [s.name for s in ctx.servers if any(c.get(s.name)
@@ -280,7 +413,7 @@ plot for [i=2:%d] '%s' using i:xtic(1) title columnheader(i)
 
 def _kept_rows(block, ran):
     """The target lines of an old README block whose suite did not run."""
-    wanted = {what for suite, _, what, _ in TARGETS if suite not in ran}
+    wanted = {t.what for t in TARGETS if t.suite not in ran}
     kept = {}
     for line in block.splitlines():
         cells = line.strip().strip("|").split("|")
@@ -301,8 +434,8 @@ def update_readme(path, ctx, cases, ran):
     if i < 0 or j < i:
         return
     kept = _kept_rows(text[i:j], ran)
-    others = sorted({t[0] for t in TARGETS if t[2] in kept and
-                     "not measured" not in kept[t[2]]})
+    others = sorted({t.suite for t in TARGETS if t.what in kept and
+                     "not measured" not in kept[t.what]})
     since = "; %s from an earlier run" % ", ".join(others) if others else ""
     block = "%s\n%s\n\n(from bench/run on %s%s)\n" % (
         README_BEGIN, targets_table(cases, kept), ctx.date, since)

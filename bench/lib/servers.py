@@ -49,6 +49,15 @@ class Server:
         self.port = None
         self.dir = None
         self._log = None
+        self.conf = self.name   # the NAME of bench/conf/SUITE-NAME.conf.in
+
+    def variant(self, name, conf):
+        """A copy of this server under another row name, started from
+        bench/conf/SUITE-CONF.conf.in (a second config of one program)."""
+        other = type(self)(self.ctx, self.path)
+        other.name = name
+        other.conf = conf
+        return other
 
     @classmethod
     def find(cls, ctx):
@@ -70,21 +79,22 @@ class Server:
             "USER": _user(),
         }
 
-    def start(self, suite, extra):
-        """Writes the config and starts the server; ServerFailed if not up."""
+    def start(self, suite, extra, pin=True):
+        """Writes the config and starts the server (on the server's CPUs,
+        or on any with pin=False); ServerFailed if not up."""
         self.prepare(suite)
         values = self.values()
         values.update(extra)
         template = os.path.join(BENCH_DIR, "conf",
-                                "%s-%s.conf.in" % (suite, self.name))
-        conf = os.path.join(self.dir, self.name + ".conf")
+                                "%s-%s.conf.in" % (suite, self.conf))
+        conf = os.path.join(self.dir, self.conf + ".conf")
         with open(conf, "w") as f:
             f.write(render(template, values))
-        self.launch(self.argv(conf), self.ctx.server_cpus)
+        self.launch(self.argv(conf), self.ctx.server_cpus if pin else None)
 
     def prepare(self, suite):
         """Its folder for suite, and a free port."""
-        self.dir = os.path.join(self.ctx.workdir, suite, self.name)
+        self.dir = os.path.join(self.ctx.workdir, suite, self.conf)
         os.makedirs(self.dir, exist_ok=True)
         self.port = free_port()
 
@@ -220,6 +230,45 @@ class H2o(Server):
         return v
 
 
+class Apache(Server):
+    """Apache httpd 2.4 with the event MPM, from its own config (only the
+    modules it needs, loaded from Debian's folder).  As root it serves as
+    nobody, so the folders above the document root are opened to it."""
+
+    name = "apache"
+    program = "apache2"
+    MODULES = "/usr/lib/apache2/modules"
+
+    def version(self):
+        m = re.search(r"Apache/(\S+)", first_line([self.path, "-v"]))
+        return "apache/" + m.group(1) if m else "apache"
+
+    def argv(self, conf):
+        return [self.path, "-f", conf, "-D", "FOREGROUND"]
+
+    def values(self):
+        v = super().values()
+        v["MODULES"] = self.MODULES
+        v["MAX_REQUEST_WORKERS"] = 512 * self.ctx.workers
+        v["USER_LINE"] = ""
+        if os.geteuid() == 0:
+            v["USER_LINE"] = "User nobody\nGroup nogroup"
+            open_folders(self.ctx.workdir, self.dir)
+        return v
+
+
+def open_folders(top, below):
+    """Lets another user (a server's workers as nobody) into the folders
+    from top down to below."""
+    path = os.path.abspath(below)
+    top = os.path.abspath(top)
+    while True:
+        os.chmod(path, 0o755)
+        if path == top or len(path) <= len(top):
+            return
+        path = os.path.dirname(path)
+
+
 class Varnish(Server):
     """Varnish Cache, for the proxy and stampede suites only (it serves no
     files).  Its config is a VCL file; -j none keeps its child process
@@ -301,9 +350,7 @@ class PhpFpm(Server):
                  "listen.mode = 0666"]
         if os.geteuid() == 0:
             lines += ["user = nobody", "group = nogroup"]
-            for d in (self.ctx.workdir, os.path.join(self.ctx.workdir,
-                                                      suite), self.dir):
-                os.chmod(d, 0o755)
+            open_folders(self.ctx.workdir, self.dir)
         lines += ["%s = %s" % kv for kv in pool.items()]
         conf = os.path.join(self.dir, "php-fpm.conf")
         with open(conf, "w") as f:
@@ -355,8 +402,9 @@ def capture(port, path):
 class Floor(Server):
     """bench/floor: corral's own responses, captured before the run,
     replayed by a loop that does one recv and one writev per batch of
-    requests.  Its CPU per request is what the kernel costs for the same
-    exchange: the least any server on this machine can spend."""
+    requests (one sendfile for a response of 32 KiB or more).  Its CPU per
+    request is what the kernel costs for the same exchange: the least any
+    server on this machine can spend."""
 
     name = "floor"
 
@@ -376,17 +424,62 @@ class Floor(Server):
                     self.ctx.server_cpus, "floor: ")
 
 
+class Relay(Server):
+    """bench/relay, the proxy floor: each request written unchanged to a
+    kept-alive connection to the origin, the answer written back, nothing
+    else.  Its row is named floor, like the static floor's."""
+
+    name = "floor"
+
+    def __init__(self, ctx, path):
+        super().__init__(ctx, path)
+        self.conf = "relay"
+
+    def version(self):
+        return "bench/relay"
+
+    def start(self, suite, origin_port, keepalive):
+        self.prepare(suite)
+        self.launch([self.path, "-k", str(keepalive), str(self.port),
+                     str(origin_port)], self.ctx.server_cpus, "relay: ")
+
+
+def bench_tool(ctx, suite, name, what):
+    """The path of bench/NAME (built with corral, or beside the binary
+    under test), or None with a note that what is left out."""
+    if ctx.build is not None:
+        path = ctx.build("bench/" + name)
+    else:
+        path = os.path.join(os.path.dirname(ctx.corral_bin), "bench", name)
+    if not os.access(path, os.X_OK):
+        ctx.note("%s: no %s ('make bench/%s' in corral's build dir makes "
+                 "it), %s left out" % (suite, path, name, what))
+        return None
+    return path
+
+
+def start_relay(ctx, suite, origin_port, keepalive):
+    """The proxy floor in front of the origin; None (with a note) when it
+    cannot run."""
+    path = bench_tool(ctx, suite, "relay", "the floor row is")
+    if path is None:
+        return None
+    relay = Relay(ctx, path)
+    try:
+        relay.start(suite, origin_port, keepalive)
+    except (OSError, ServerFailed) as e:
+        ctx.note("%s: floor: %s" % (suite, e))
+        relay.stop()
+        return None
+    ctx.running.append(relay)
+    return relay
+
+
 def start_floor(ctx, suite, corral, paths):
     """The floor for paths, answering what corral answers now; None (with
     a note) when it cannot run."""
-    if ctx.build is not None:
-        path = ctx.build("bench/floor")
-    else:
-        path = os.path.join(os.path.dirname(ctx.corral_bin), "bench",
-                            "floor")
-    if not os.access(path, os.X_OK):
-        ctx.note("%s: no %s ('make bench/floor' in corral's build dir "
-                 "makes it), the floor row is left out" % (suite, path))
+    path = bench_tool(ctx, suite, "floor", "the floor row is")
+    if path is None:
         return None
     floor = Floor(ctx, path)
     try:
@@ -400,8 +493,8 @@ def start_floor(ctx, suite, corral, paths):
 
 
 # Every server the harness knows, the one under test first.
-ALL = (Corral, Nginx, Lighttpd, H2o)
-PEERS = ("nginx", "lighttpd", "h2o")
+ALL = (Corral, Nginx, Lighttpd, H2o, Apache)
+PEERS = ("nginx", "lighttpd", "h2o", "apache")
 
 
 def has_config(suite, name):
@@ -409,16 +502,16 @@ def has_config(suite, name):
                                        % (suite, name)))
 
 
-def start_all(ctx, suite, extra):
-    """Starts every server found that has a config for the suite; the ones
-    that fail are left out with a note (corral's failure is also recorded
-    in ctx.failures)."""
+def start_all(ctx, suite, extra, servers=None, pin=True):
+    """Starts every server found (or of servers) that has a config for
+    the suite; the ones that fail are left out with a note (corral's
+    failure is also recorded in ctx.failures)."""
     running = []
-    for srv in ctx.servers:
-        if not has_config(suite, srv.name):
+    for srv in ctx.servers if servers is None else servers:
+        if not has_config(suite, srv.conf):
             continue
         try:
-            srv.start(suite, extra)
+            srv.start(suite, extra, pin)
         except ServerFailed as e:
             ctx.fail_server(suite, srv, "did not start: %s" % e)
             continue

@@ -6,7 +6,8 @@ load.Case (an empty list when it has nothing to measure yet).
 
 import importlib
 
-ORDER = ("static", "proxy", "stampede", "fastcgi", "store", "tls")
+ORDER = ("static", "gzip", "proxy", "stampede", "fastcgi", "conns",
+         "accept", "tls", "store")
 
 
 def load(name):

@@ -13,7 +13,7 @@ import os
 from load import Case, Wrk, measure
 from origin import body
 from servers import (ServerFailed, add_varnish, start_all, start_floor,
-                     start_origin, stop_all)
+                     start_origin, start_relay, stop_all)
 
 NAME = "proxy"
 
@@ -21,6 +21,7 @@ NAME = "proxy"
 TOOLS = {"varnishd": "varnish"}
 
 SIZE = 4000
+KEEPALIVE = 32          # idle connections to the origin each proxy keeps
 
 # (key, title, path, the servers that take it)
 CASES = (
@@ -101,7 +102,7 @@ def run(ctx):
                         "origin and wrk on CPU %s, the proxy alone on CPU "
                         "%s" % ("" if key.startswith("hit") else
                                 ", every request to the origin over up to "
-                                "32 kept-alive connections",
+                                "%d kept-alive connections" % KEEPALIVE,
                                 ctx.load_cpus or "any",
                                 ctx.server_cpus or "any"))
             for srv in [s for s in running if s.name in names]:
@@ -127,6 +128,8 @@ def run(ctx):
                     ctx.passed += 1
                     if key.startswith("hit"):
                         running += _floor(ctx, case, srv, path)
+                    else:
+                        running += _relay(ctx, case, origin, key, path)
             out.append(case)
         return out
     finally:
@@ -144,3 +147,22 @@ def _floor(ctx, case, corral, path):
     case.results.append(r)
     ctx.progress(case, r)
     return [floor]
+
+
+def _relay(ctx, case, origin, key, path):
+    """The floor's row for uncached proxying: bench/relay, which only
+    moves the bytes between the client and kept-alive origin
+    connections."""
+    if ctx.smoke:
+        return []
+    relay = start_relay(ctx, NAME, origin.port, KEEPALIVE)
+    if relay is None:
+        return []
+    why = _check(relay, origin, key, path)
+    if why:
+        ctx.note("%s: floor: %s" % (NAME, why))
+        return [relay]
+    r = measure(ctx, relay, Wrk("wrk"), path)
+    case.results.append(r)
+    ctx.progress(case, r)
+    return [relay]
