@@ -1,11 +1,13 @@
 /*
  * Scores cache-tests results with the suite's own classifier, exactly as
  * cache-tests.fyi does (dependencies honoured), and prints one JSON object:
- *   { "tests": [ { "id", "kind", "suite", "name", "result" } ],
+ *   { "tests": [ { "id", "kind", "suite", "name", "depends_on", "result",
+ *                  "alone", "detail" } ],
  *     "published": { "nginx": { "id": "result", ... }, ... } }
  * where result is the name of the suite's result type (pass, fail,
  * optional_fail, yes, no, setup_fail, harness_fail, dependency_fail,
- * retry, untested).
+ * retry, untested), alone the same without dependencies (what the test
+ * itself saw) and detail the suite's message for a failure.
  *
  *   node score.mjs SUITE_DIR RESULTS.json [PUBLISHED_NAME...]
  *
@@ -43,12 +45,17 @@ function score (results) {
   for (const suite of suites) {
     for (const test of suite.tests) {
       const r = classify(suites, test.id, results)
+      const a = classify(suites, test.id, results, false)
+      const raw = results[test.id]
       out.push({
         id: test.id,
         kind: test.kind || 'required',
         suite: suite.id,
         name: test.name,
-        result: names[r[2]] || r[2]
+        result: names[r[2]] || r[2],
+        alone: names[a[2]] || a[2],
+        depends_on: test.depends_on,
+        detail: Array.isArray(raw) ? raw.slice(1).join(': ') : undefined
       })
     }
   }
