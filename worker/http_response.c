@@ -494,6 +494,7 @@ enum cc_kind {
 	CC_NO_CACHE,			/* qualified or not */
 	CC_AGE,				/* delta-seconds, bad means 0 */
 	CC_EXTRA,			/* delta-seconds, bad is ignored */
+	CC_STALE,			/* the same, absent means any */
 };
 
 #define CC(s, k, member)						\
@@ -518,6 +519,9 @@ static const struct cc_def {
 	CC("immutable", CC_FLAG, immutable),
 	CC("stale-while-revalidate", CC_EXTRA, stale_while_revalidate),
 	CC("stale-if-error", CC_EXTRA, stale_if_error),
+	CC("max-stale", CC_STALE, max_stale),
+	CC("min-fresh", CC_EXTRA, min_fresh),
+	CC("only-if-cached", CC_FLAG, only_if_cached),
 };
 
 #undef CC
@@ -568,8 +572,10 @@ cc_directive(struct http_cache_control *cc, struct span name, struct span arg)
 		return;
 	case CC_AGE:
 	case CC_EXTRA:
-		v = delta_seconds(arg);
-		if (v < 0 && d->kind == CC_EXTRA)
+	case CC_STALE:
+		v = d->kind == CC_STALE && arg.p == NULL ? HTTP_DELTA_MAX :
+		    delta_seconds(arg);
+		if (v < 0 && d->kind != CC_AGE)
 			return;
 		if (v < 0)
 			v = 0;
@@ -648,6 +654,8 @@ cc_reset(struct http_cache_control *cc)
 	cc->s_maxage = -1;
 	cc->stale_while_revalidate = -1;
 	cc->stale_if_error = -1;
+	cc->max_stale = -1;
+	cc->min_fresh = -1;
 }
 
 void
@@ -657,14 +665,25 @@ http_cache_control_parse(struct span v, struct http_cache_control *cc)
 	cc_add(cc, v);
 }
 
-void
-http_response_cache_control(const struct http_response *r,
+bool
+http_response_directives(const struct http_response *r, const char *name,
     struct http_cache_control *cc)
 {
 	struct span v;
 	size_t i = 0;
+	bool any = false;
 
 	cc_reset(cc);
-	while ((v = http_response_header(r, "cache-control", &i)).p != NULL)
+	while ((v = http_response_header(r, name, &i)).p != NULL) {
 		cc_add(cc, v);
+		any = true;
+	}
+	return any;
+}
+
+void
+http_response_cache_control(const struct http_response *r,
+    struct http_cache_control *cc)
+{
+	http_response_directives(r, "cache-control", cc);
 }

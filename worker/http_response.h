@@ -163,7 +163,11 @@ int http_body_feed(struct http_body *b, char *buf, size_t *len,
  */
 int http_body_eof(const struct http_body *b);
 
-/* Response Cache-Control directives (RFC 9111 section 5.2.2). */
+/*
+ * Cache-Control directives (RFC 9111 section 5.2): those of responses, and
+ * the request ones a cache acts on (max_stale, min_fresh, only_if_cached;
+ * no-cache, no-store and max-age are shared).
+ */
 struct http_cache_control {
 	bool no_store;
 	bool no_cache;			/* unqualified no-cache */
@@ -181,6 +185,9 @@ struct http_cache_control {
 	int64_t s_maxage;
 	int64_t stale_while_revalidate;	/* RFC 5861 */
 	int64_t stale_if_error;
+	int64_t max_stale;		/* without argument: HTTP_DELTA_MAX */
+	int64_t min_fresh;
+	bool only_if_cached;
 };
 
 /* The most that a delta-seconds value counts for (RFC 9111 1.2.2). */
@@ -192,7 +199,8 @@ struct http_cache_control {
  * or quoted strings.  When a directive repeats, flags add up and the
  * smallest number wins, the most restrictive reading.  A max-age or
  * s-maxage that is not a number counts as 0 (stale, RFC 9111 section
- * 4.2.1); a bad stale-* argument is ignored.  Numbers are clamped to
+ * 4.2.1); a bad stale-*, max-stale or min-fresh argument is ignored, and
+ * max-stale without one means any staleness.  Numbers are clamped to
  * HTTP_DELTA_MAX.
  */
 void http_cache_control_parse(struct span v, struct http_cache_control *cc);
@@ -200,5 +208,12 @@ void http_cache_control_parse(struct span v, struct http_cache_control *cc);
 /* The same over every Cache-Control line of a response. */
 void http_response_cache_control(const struct http_response *r,
     struct http_cache_control *cc);
+
+/*
+ * The same over every line of another field with that syntax (e.g.
+ * CDN-Cache-Control); false when the response has none.
+ */
+bool http_response_directives(const struct http_response *r,
+    const char *name, struct http_cache_control *cc);
 
 #endif
