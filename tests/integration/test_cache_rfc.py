@@ -10,6 +10,8 @@ Tests marked expectedFailure describe behaviour the cache switches to
 once it uses worker/cache_policy (after the split of worker/proxy.c).
 """
 import os
+import socket
+import threading
 import time
 import unittest
 
@@ -257,6 +259,114 @@ class PoisoningTest(CacheRfcCase):
                          b'lang en')
         r = c.get('/lang', headers=[('X-Lang', 'en'), ('X-Lang', 'evil')])
         self.assertEqual(r.header('X-Cache'), 'MISS', r)
+
+
+class KeyTest(CacheRfcCase):
+    """The key and the request forwarded are one request."""
+
+    def reflect(self, o, paths):
+        """Each raw path answers what the origin saw, fresh for a minute."""
+        def make(path):
+            def fn(method, h):
+                return 200, [(CC, 'max-age=60')], \
+                    ('%s %s' % (path, h.get('host'))).encode()
+            return fn
+        for p in paths:
+            o.script(p, fn=make(p))
+
+    def assertOwnAnswer(self, attack, clean):
+        o = self.origin()
+        self.reflect(o, [attack, clean])
+        c = self.start_cache(o)
+        first = c.get(attack)
+        self.assertEqual(first.status, 200, first)
+        r = c.get(clean)
+        self.assertEqual(r.body, ('%s localhost' % clean).encode(),
+                         'the answer to %s: %r' % (attack, first))
+
+    @unittest.expectedFailure
+    def test_double_slash(self):
+        self.assertOwnAnswer('/p//home', '/p/home')
+
+    @unittest.expectedFailure
+    def test_encoded_slash_dot_dot(self):
+        self.assertOwnAnswer('/q/x%2F..%2Fhome', '/q/home')
+
+    @unittest.expectedFailure
+    def test_dot_dot_encoded_slash(self):
+        self.assertOwnAnswer('/u/evil/..%2Fhome', '/u/home')
+
+    def test_same_spelling_is_one_entry(self):
+        o = self.origin()
+        self.counter(o, '/same', [(CC, 'max-age=60')])
+        c = self.start_cache(o)
+        self.assertEqual(c.get('/same').body, b'1')
+        r = c.get('/same')
+        self.assertEqual((r.body, r.header('X-Cache')), (b'1', 'HIT'))
+
+    @unittest.expectedFailure
+    def test_absolute_form_authority_replaces_host(self):
+        o = self.origin()
+        self.reflect(o, ['/abs'])
+        c = self.start_cache(o)
+        r = c.get('http://localhost/abs', host='evil')
+        self.assertEqual(r.body, b'/abs localhost',
+                         'the origin must see the authority as Host')
+        r = c.get('/abs')
+        self.assertEqual(r.body, b'/abs localhost')
+
+    @unittest.expectedFailure
+    def test_host_port_keys_apart(self):
+        o = self.origin()
+        self.reflect(o, ['/port'])
+        c = self.start_cache(o)
+        self.assertEqual(c.get('/port', host='localhost:6666').body,
+                         b'/port localhost:6666')
+        self.assertEqual(c.get('/port').body, b'/port localhost')
+
+
+class TruncatedTest(CacheRfcCase):
+    """A response ended by an error is incomplete: never stored."""
+
+    @unittest.expectedFailure
+    def test_close_delimited_body_reset_is_not_stored(self):
+        served = []
+        srv = socket.socket()
+        srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        srv.bind(('127.0.0.1', 0))
+        srv.listen(8)
+        self.addCleanup(srv.close)
+
+        def serve():
+            while True:
+                try:
+                    s, _ = srv.accept()
+                except OSError:
+                    return
+                s.recv(65536)
+                served.append(1)
+                s.sendall(b'HTTP/1.1 200 OK\r\nCache-Control: max-age=60'
+                          b'\r\n\r\npart of a body')
+                # SO_LINGER 0: close() sends a reset, not a FIN.
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
+                             b'\x01\x00\x00\x00\x00\x00\x00\x00')
+                s.close()
+        threading.Thread(target=serve, daemon=True).start()
+
+        class Raw:
+            addr = '127.0.0.1:%d' % srv.getsockname()[1]
+        c = self.start_cache(Raw)
+        try:
+            c.get('/reset')
+        except Exception:
+            pass		# the client may see the cut as it likes
+        self.assertTrue(wait_until(lambda: served, 5))
+        try:
+            r = c.get('/reset')
+            self.assertNotEqual(r.header('X-Cache'), 'HIT', r)
+        except Exception:
+            pass
+        self.assertEqual(len(served), 2, 'served from cache')
 
 
 if __name__ == '__main__':
