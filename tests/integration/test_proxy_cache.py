@@ -237,10 +237,14 @@ class CacheBasicsTest(ProxyCacheCase):
 class CacheLockTest(ProxyCacheCase):
 
     def blast(self, c, path, n):
-        """n clients send at once; returns [(seconds, response)]."""
+        """
+        n clients send at once; returns [(seconds, response)], and leaves
+        when each response was complete in self.finished.
+        """
         socks = [socket.create_connection(('127.0.0.1', c.port), timeout=10)
                  for _ in range(n)]
         out = [None] * n
+        self.finished = [None] * n
         go = threading.Barrier(n + 1)
         req = build_request(path)
 
@@ -257,7 +261,8 @@ class CacheLockTest(ProxyCacheCase):
                     break
                 buf += data
                 r = parse_response(buf)
-            out[i] = (time.monotonic() - t, r and r[0])
+            self.finished[i] = time.monotonic()
+            out[i] = (self.finished[i] - t, r and r[0])
             s.close()
 
         threads = [threading.Thread(target=client, args=(i,))
@@ -282,8 +287,12 @@ class CacheLockTest(ProxyCacheCase):
         xcs = sorted(r.header('X-Cache') for t, r in out)
         self.assertEqual(xcs.count('MISS'), 1, xcs)
         self.assertEqual(xcs.count('HIT'), 99, xcs)
-        slowest = max(t for t, r in out)
-        self.assertLess(slowest, 1.0 + 0.3)
+        # Answered the moment the fill lands, with no polling interval: the
+        # hundred answers arrive together.  Measured from one another, not
+        # from the sends, so the busy machine's delay before the origin
+        # (a thread of this process) answers does not count.
+        spread = max(self.finished) - min(self.finished)
+        self.assertLess(spread, 0.3)
         st = self.stats(c)
         self.assertEqual(st['sets'], 1, st)
 
