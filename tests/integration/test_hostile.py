@@ -329,11 +329,14 @@ class SlowPeerTest(HostileTestCase):
         s.connect(('127.0.0.1', c.port))
         me = s.getsockname()[1]
         try:
+            # The server's send_timeout runs from its last write, which
+            # comes after the request: time from before it, so a slow
+            # recv() or /proc scan on a busy machine cannot shorten it.
+            t0 = time.monotonic()
             s.sendall(build_request('/big.bin'))
             self.assertTrue(s.recv(100).startswith(b'HTTP/1.1 200 '))
             self.assertTrue(holds(pid, c.port, me))
             # Never read again: the server must give up on us.
-            t0 = time.monotonic()
             while holds(pid, c.port, me) and time.monotonic() - t0 < 4:
                 self.quick_get(c)
                 self.assertLess(rss_kb(pid), rss + 20 * 1024,
