@@ -334,8 +334,10 @@ class SlowPeerTest(HostileTestCase):
             # recv() or /proc scan on a busy machine cannot shorten it.
             t0 = time.monotonic()
             s.sendall(build_request('/big.bin'))
+            # The 200 says the worker took the connection; asking /proc
+            # whether it still holds it could come after send_timeout on a
+            # busy machine, so the loop below is the only such check.
             self.assertTrue(s.recv(100).startswith(b'HTTP/1.1 200 '))
-            self.assertTrue(holds(pid, c.port, me))
             # Never read again: the server must give up on us.
             while holds(pid, c.port, me) and time.monotonic() - t0 < 4:
                 self.quick_get(c)
