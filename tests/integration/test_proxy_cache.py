@@ -473,13 +473,15 @@ class CacheExpiryTest(ProxyCacheCase):
 
     def test_expired_refetched_once(self):
         o = self.origin()
+        # Freshness counts whole seconds: max-age=1 could end between the
+        # refill and the next request; 3 leaves them at least 2 s.
         o.script('/api/e', body=b'v', headers=[('Cache-Control',
-                                                  'max-age=1')])
+                                                  'max-age=3')])
         c = self.start_cache(o)
         self.assertCache(self.fetch(c, '/api/e'), 'MISS')
         t = time.time()
         self.assertCache(self.fetch(c, '/api/e'), 'HIT')
-        seconds_pass(2, t)
+        seconds_pass(4, t)
         self.assertCache(self.fetch(c, '/api/e'), 'EXPIRED', b'v')
         self.assertCache(self.fetch(c, '/api/e'), 'HIT')
         self.assertEqual(o.count('/api/e'), 2)
