@@ -1,8 +1,10 @@
 /*
  * What workers do with the store: get, lookup with leases, set through a
- * reservation, delete, release, and the sweep.  Each public function takes
- * one stripe lock, calls do_* helpers, and drops it; wakeups and the copy
- * of a value happen with no lock held.  Lock rules: see slab.c.
+ * reservation (plain or conditional), touch, delete, release, and the
+ * sweep.  Each public function takes one stripe lock, calls do_* helpers,
+ * and drops it; memory is found (and made, by eviction) before the lock
+ * is taken, and wakeups and the copy of a value happen with no lock held.
+ * Lock rules: see stripe.c and pool.c.
  */
 #include <string.h>
 #include <unistd.h>
@@ -36,6 +38,19 @@ is_placeholder(const struct item *it)
 	return (it->iflags & IT_PLACEHOLDER) != 0;
 }
 
+/* A value that a get may return: not a placeholder, not expired. */
+static bool
+is_live(const struct item *it, int64_t now)
+{
+	return !is_placeholder(it) && !item_expired(it, now);
+}
+
+static uint64_t
+next_cas(struct store *s)
+{
+	return __atomic_fetch_add(&s->h->cas_next, 1, __ATOMIC_RELAXED);
+}
+
 /* Pins it for the caller; the slot record comes first so a crash leaves
  * a trace that store_reap_slot() finds. */
 static enum store_result
@@ -50,6 +65,7 @@ do_pin(struct store *s, struct item *it, bool stale, struct store_ref *ref)
 	ref->len = it->vlen;
 	ref->flags = it->flags;
 	ref->expires = it->exptime;
+	ref->cas = it->cas;
 	ref->stale = stale;
 	ref->off_ = item_off(s, it);
 	ref->rec_ = (uint32_t)rec;
@@ -108,34 +124,12 @@ store_get(struct store *s, const void *key, size_t klen,
 		do_item_unlink(s, si, it);
 		it = NULL;
 	}
-	if (it == NULL || is_placeholder(it) || item_expired(it, now))
+	if (it == NULL || !is_live(it, now))
 		CNT_ADD(st, misses, 1);
 	else
 		r = do_hit(s, si, it, ref);
 	stripe_unlock(s, si);
 	return r;
-}
-
-/* An item that only holds a lease, for a key with no value yet. */
-static struct item *
-do_placeholder(struct store *s, unsigned si, uint64_t hash, const void *key,
-    size_t klen)
-{
-	struct item *it;
-
-	it = do_item_alloc(s, si, ITEM_HDR + ALIGN(klen, 8));
-	if (it == NULL)
-		return NULL;
-	it->hash = hash;
-	it->klen = (uint16_t)klen;
-	it->vlen = 0;
-	it->flags = 0;
-	it->exptime = 0;
-	it->iflags = IT_PLACEHOLDER;
-	memcpy(item_key(it), key, klen);
-	it->csum = item_csum(it);
-	do_item_link(s, si, it);
-	return it;
 }
 
 /* Makes this slot the one filler of it; a placeholder dies on failure. */
@@ -155,40 +149,47 @@ do_lease_grant(struct store *s, unsigned si, struct item *it, int64_t now,
 	it->lease_rec = (uint32_t)rec;
 	it->lease_deadline = now + (int64_t)s->l.lease_timeout;
 	ref->lease_deadline = it->lease_deadline;
+	ref->wait_token = token_of(it->hash);
 	CNT_ADD(stripe_at(s, si), lease_grants, 1);
 	return STORE_LEASE;
 }
 
-/* Registers this slot as a waiter of the stripe: any lease end wakes it. */
+/* Registers this slot as a waiter of the key: its lease end wakes it. */
 static enum store_result
 do_lease_wait(struct store *s, unsigned si, struct item *it,
     struct store_ref *ref)
 {
-	uint64_t *w = waiters_at(s, si);
-
-	w[s->slot / 64] |= 1ULL << (s->slot % 64);
+	ref->wait_token = token_of(it->hash);
+	do_wait_register(s, si, ref->wait_token);
 	ref->lease_deadline = it->lease_deadline;
 	CNT_ADD(stripe_at(s, si), lease_waits, 1);
 	return STORE_WAIT;
 }
 
+/* Turns a reserved item into the placeholder that holds a new lease. */
+static void
+do_placeholder_link(struct store *s, unsigned si, struct item *it,
+    uint32_t rec)
+{
+	it->exptime = 0;
+	it->iflags = IT_PLACEHOLDER;
+	it->cas = next_cas(s);
+	it->csum = item_csum(it);
+	do_item_link(s, si, it);
+	rec_clear(s, (unsigned)s->slot, rec, item_off(s, it) | REC_RESV);
+	it->refcount--;
+}
+
 /* The lease part of a lookup that found no fresh value. */
 static enum store_result
-do_lookup_miss(struct store *s, unsigned si, uint64_t hash, const void *key,
-    size_t klen, struct item *it, struct store_ref *ref)
+do_lookup_miss(struct store *s, unsigned si, struct item *it,
+    struct store_ref *ref)
 {
 	struct stripe *st = stripe_at(s, si);
 	int64_t now = store_now(s);
 	enum store_result r;
-	bool stale;
+	bool stale = !is_placeholder(it);
 
-	CNT_ADD(st, misses, 1);
-	if (it == NULL && (it = do_placeholder(s, si, hash, key, klen)) ==
-	    NULL) {
-		CNT_ADD(st, nomem, 1);
-		return STORE_NOMEM;
-	}
-	stale = !is_placeholder(it);
 	if (!item_leased(it))
 		r = do_lease_grant(s, si, it, now, ref);
 	else
@@ -200,6 +201,29 @@ do_lookup_miss(struct store *s, unsigned si, uint64_t hash, const void *key,
 	return r == STORE_LEASE ? STORE_STALE_LEASE : STORE_STALE_WAIT;
 }
 
+/* A placeholder for key, made with no lock held; NULL if no room. */
+static struct item *
+new_placeholder(struct store *s, uint64_t hash, const void *key,
+    size_t klen, uint32_t *rec, enum store_result *why)
+{
+	struct item *it;
+
+	it = store_alloc(s, ITEM_HDR + ALIGN(klen, 8), true, hash, rec, why);
+	if (it == NULL)
+		return NULL;
+	it->klen = (uint16_t)klen;
+	memcpy(item_key(it), key, klen);
+	return it;
+}
+
+/* A pending placeholder that is not needed after all. */
+static void
+do_resv_drop(struct store *s, struct item *it, uint32_t rec)
+{
+	rec_clear(s, (unsigned)s->slot, rec, item_off(s, it) | REC_RESV);
+	do_item_unpin(s, it);
+}
+
 enum store_result
 store_lookup(struct store *s, const void *key, size_t klen,
     struct store_ref *ref)
@@ -207,15 +231,17 @@ store_lookup(struct store *s, const void *key, size_t klen,
 	uint64_t hash;
 	unsigned si;
 	struct stripe *st;
-	struct item *it;
+	struct item *it, *ph = NULL;
 	enum store_result r;
 	int64_t now = store_now(s);
+	uint32_t rec = 0;
 
 	memset(ref, 0, sizeof(*ref));
 	if (lock_key(s, key, klen, &hash, &si) == -1)
 		return STORE_EINVAL;
 	st = stripe_at(s, si);
 	CNT_ADD(st, gets, 1);
+again:
 	it = do_item_find(s, si, hash, key, klen);
 	if (it != NULL && item_leased(it) && it->lease_deadline <= now) {
 		/* The filler ran out of time: the lease is up for grabs. */
@@ -223,10 +249,35 @@ store_lookup(struct store *s, const void *key, size_t klen,
 		if (do_lease_end(s, si, it))
 			it = NULL;
 	}
-	if (it != NULL && !is_placeholder(it) && !item_expired(it, now))
+	if (it != NULL && is_live(it, now)) {
 		r = do_hit(s, si, it, ref);
-	else
-		r = do_lookup_miss(s, si, hash, key, klen, it, ref);
+	} else if (it == NULL && ph == NULL) {
+		/* Memory is found with no lock held, then look again. */
+		stripe_unlock(s, si);
+		if ((ph = new_placeholder(s, hash, key, klen, &rec, &r)) ==
+		    NULL) {
+			if (r == STORE_NOMEM)
+				CNT_ATOMIC(st, nomem);
+			if (stripe_lock(s, si) == 0) {
+				CNT_ADD(st, misses, 1);
+				stripe_unlock(s, si);
+			}
+			return r;
+		}
+		if (stripe_lock(s, si) == -1)
+			return STORE_EINVAL;
+		goto again;
+	} else {
+		CNT_ADD(st, misses, 1);
+		if (it == NULL) {
+			do_placeholder_link(s, si, ph, rec);
+			it = ph;
+			ph = NULL;
+		}
+		r = do_lookup_miss(s, si, it, ref);
+	}
+	if (ph != NULL)		/* someone else made the key meanwhile */
+		do_resv_drop(s, ph, rec);
 	stripe_unlock(s, si);
 	return r;
 }
@@ -239,17 +290,21 @@ store_release(struct store *s, struct store_ref *ref)
 	uint64_t *rec;
 	int si;
 
-	if (ref->off_ == 0 || s->slot < 0 || ref->rec_ >= s->l.max_refs ||
-	    (si = stripe_of_off(s, ref->off_)) < 0)
+	if (ref->off_ == 0 || s->slot < 0 || ref->rec_ >= s->l.max_refs) {
+		memset(ref, 0, sizeof(*ref));
 		return;
+	}
 	rec = &slot_at(s, (unsigned)s->slot)->rec[ref->rec_];
-	if (stripe_lock(s, (unsigned)si) == 0) {
+	if ((si = item_stripe_lock(s, ref->off_)) >= 0) {
 		if (__atomic_load_n(rec, __ATOMIC_RELAXED) == v) {
 			rec_clear(s, (unsigned)s->slot, ref->rec_, v);
-			if ((it = item_at(s, (unsigned)si, ref->off_)) != NULL)
-				do_item_unpin(s, (unsigned)si, it);
+			if ((it = item_at(s, ref->off_)) != NULL)
+				do_item_unpin(s, it);
 		}
 		stripe_unlock(s, (unsigned)si);
+	} else {
+		/* A repair dropped the item: only the record is left. */
+		rec_clear(s, (unsigned)s->slot, ref->rec_, v);
 	}
 	memset(ref, 0, sizeof(*ref));
 }
@@ -259,55 +314,44 @@ store_reserve(struct store *s, const void *key, size_t klen, size_t vlen,
     int64_t ttl, uint32_t flags, struct store_wref *w)
 {
 	uint64_t hash;
-	unsigned si;
-	struct stripe *st;
 	struct item *it;
-	int rec;
+	enum store_result why;
+	uint32_t rec;
 
 	memset(w, 0, sizeof(*w));
 	if (!key_ok(s, klen))
 		return STORE_EINVAL;
 	hash = key_hash(s, key, klen);
-	si = stripe_of_hash(s, hash);
-	st = stripe_at(s, si);
 	if (vlen > s->l.max_object) {
-		/* The only counter bumped without the lock. */
-		__atomic_fetch_add(&st->c.too_large, 1, __ATOMIC_RELAXED);
+		CNT_ATOMIC(stripe_at(s, stripe_of_hash(s, hash)), too_large);
 		return STORE_TOO_LARGE;
 	}
-	if (stripe_lock(s, si) == -1)
-		return STORE_EINVAL;
-	it = do_item_alloc(s, si, ITEM_HDR + ALIGN(klen, 8) + vlen);
+	it = store_alloc(s, ITEM_HDR + ALIGN(klen, 8) + vlen, false, hash,
+	    &rec, &why);
 	if (it == NULL) {
-		CNT_ADD(st, nomem, 1);
-		stripe_unlock(s, si);
-		return STORE_NOMEM;
+		if (why == STORE_NOMEM)
+			CNT_ATOMIC(stripe_at(s, stripe_of_hash(s, hash)),
+			    nomem);
+		return why;
 	}
-	if ((rec = rec_claim(s, item_off(s, it) | REC_RESV)) < 0) {
-		do_item_free(s, si, it);
-		stripe_unlock(s, si);
-		return STORE_NOREF;
-	}
-	it->hash = hash;
+	/* Ours alone until the commit: no lock needed to fill it in. */
 	it->klen = (uint16_t)klen;
 	it->vlen = (uint32_t)vlen;
 	it->flags = flags;
 	it->exptime = ttl_to_exptime(ttl, store_now(s));
-	it->refcount = 1;
 	memcpy(item_key(it), key, klen);
-	stripe_unlock(s, si);
 	w->data = item_value(it);
 	w->len = vlen;
 	w->off_ = item_off(s, it);
-	w->rec_ = (uint32_t)rec;
+	w->rec_ = rec;
 	return STORE_OK;
 }
 
 /* The reservation behind w, if it is still this slot's; else NULL. */
 static struct item *
-do_wref_item(struct store *s, unsigned si, const struct store_wref *w)
+do_wref_item(struct store *s, const struct store_wref *w)
 {
-	struct item *it = item_at(s, si, w->off_);
+	struct item *it = item_at(s, w->off_);
 	uint64_t *rec = slot_at(s, (unsigned)s->slot)->rec;
 
 	if (it == NULL || it->state != ST_RESV ||
@@ -317,61 +361,110 @@ do_wref_item(struct store *s, unsigned si, const struct store_wref *w)
 	return it;
 }
 
-static int
-wref_stripe(const struct store *s, const struct store_wref *w)
+static bool
+wref_ok(const struct store *s, const struct store_wref *w)
 {
-	if (w->off_ == 0 || s->slot < 0 || w->rec_ >= s->l.max_refs)
-		return -1;
-	return stripe_of_off(s, w->off_);
+	return w->off_ != 0 && s->slot >= 0 && w->rec_ < s->l.max_refs;
+}
+
+/* Does the key's current value (old, maybe NULL) allow the store? */
+static enum store_result
+cond_check(const struct item *old, int64_t now, enum store_cond cond,
+    uint64_t cas)
+{
+	bool live = old != NULL && is_live(old, now);
+
+	switch (cond) {
+	case STORE_IF_ABSENT:
+		return live ? STORE_EXISTS : STORE_OK;
+	case STORE_IF_PRESENT:
+		return live ? STORE_OK : STORE_NOT_FOUND;
+	case STORE_IF_CAS:
+		if (!live)
+			return STORE_NOT_FOUND;
+		return old->cas == cas ? STORE_OK : STORE_EXISTS;
+	default:
+		return STORE_OK;
+	}
+}
+
+/* Links a filled reservation in place of old (stripe lock held). */
+static void
+do_commit(struct store *s, unsigned si, struct item *it, struct item *old,
+    uint32_t rec)
+{
+	if (old != NULL)	/* also ends its lease, wakes */
+		do_item_unlink(s, si, old);
+	TEST_HOOK(s, STORE_HOOK_COMMIT);
+	it->cas = next_cas(s);
+	it->csum = item_csum(it);
+	do_item_link(s, si, it);
+	rec_clear(s, (unsigned)s->slot, rec, item_off(s, it) | REC_RESV);
+	it->refcount--;
+	CNT_ADD(stripe_at(s, si), sets, 1);
 }
 
 enum store_result
-store_commit(struct store *s, struct store_wref *w)
+store_commit_if(struct store *s, struct store_wref *w, enum store_cond cond,
+    uint64_t cas, uint64_t *newcas)
 {
 	struct item *it, *old;
-	int si = wref_stripe(s, w);
 	enum store_result r = STORE_EINVAL;
+	uint32_t vcsum;
+	int si;
 
-	if (si < 0 || stripe_lock(s, (unsigned)si) == -1)
+	if (newcas != NULL)
+		*newcas = 0;
+	if (!wref_ok(s, w))
 		return STORE_EINVAL;
-	if ((it = do_wref_item(s, (unsigned)si, w)) != NULL) {
+	/* The checksum is taken before the lock, over what was written. */
+	vcsum = value_csum(w->data, w->len);
+	if ((si = item_stripe_lock(s, w->off_)) < 0) {
+		memset(w, 0, sizeof(*w));
+		return STORE_EINVAL;
+	}
+	if ((it = do_wref_item(s, w)) != NULL) {
+		it->vcsum = vcsum;
 		old = do_item_find(s, (unsigned)si, it->hash, item_key(it),
 		    it->klen);
-		if (old != NULL)	/* also ends its lease, wakes */
-			do_item_unlink(s, (unsigned)si, old);
-		TEST_HOOK(s, STORE_HOOK_COMMIT);
-		it->csum = item_csum(it);
-		do_item_link(s, (unsigned)si, it);
-		rec_clear(s, (unsigned)s->slot, w->rec_, w->off_ | REC_RESV);
-		it->refcount--;
-		CNT_ADD(stripe_at(s, (unsigned)si), sets, 1);
-		r = STORE_OK;
+		r = cond_check(old, store_now(s), cond, cas);
+		if (r == STORE_OK) {
+			do_commit(s, (unsigned)si, it, old, w->rec_);
+			if (newcas != NULL)
+				*newcas = it->cas;
+		} else {
+			do_resv_drop(s, it, w->rec_);
+		}
 	}
 	stripe_unlock(s, (unsigned)si);
 	memset(w, 0, sizeof(*w));
 	return r;
 }
 
+enum store_result
+store_commit(struct store *s, struct store_wref *w)
+{
+	return store_commit_if(s, w, STORE_IF_ANY, 0, NULL);
+}
+
 void
 store_abort(struct store *s, struct store_wref *w)
 {
 	struct item *it;
-	int si = wref_stripe(s, w);
+	int si;
 
-	if (si >= 0 && stripe_lock(s, (unsigned)si) == 0) {
-		if ((it = do_wref_item(s, (unsigned)si, w)) != NULL) {
-			rec_clear(s, (unsigned)s->slot, w->rec_,
-			    w->off_ | REC_RESV);
-			do_item_unpin(s, (unsigned)si, it);
-		}
+	if (wref_ok(s, w) && (si = item_stripe_lock(s, w->off_)) >= 0) {
+		if ((it = do_wref_item(s, w)) != NULL)
+			do_resv_drop(s, it, w->rec_);
 		stripe_unlock(s, (unsigned)si);
 	}
 	memset(w, 0, sizeof(*w));
 }
 
 enum store_result
-store_set(struct store *s, const void *key, size_t klen, const void *val,
-    size_t vlen, int64_t ttl, uint32_t flags)
+store_set_if(struct store *s, const void *key, size_t klen, const void *val,
+    size_t vlen, int64_t ttl, uint32_t flags, enum store_cond cond,
+    uint64_t cas, uint64_t *newcas)
 {
 	struct store_wref w;
 	enum store_result r;
@@ -380,7 +473,37 @@ store_set(struct store *s, const void *key, size_t klen, const void *val,
 	if (r != STORE_OK)
 		return r;
 	memcpy(w.data, val, vlen);
-	return store_commit(s, &w);
+	return store_commit_if(s, &w, cond, cas, newcas);
+}
+
+enum store_result
+store_set(struct store *s, const void *key, size_t klen, const void *val,
+    size_t vlen, int64_t ttl, uint32_t flags)
+{
+	return store_set_if(s, key, klen, val, vlen, ttl, flags,
+	    STORE_IF_ANY, 0, NULL);
+}
+
+enum store_result
+store_touch(struct store *s, const void *key, size_t klen, int64_t ttl)
+{
+	uint64_t hash;
+	unsigned si;
+	struct item *it;
+	enum store_result r = STORE_NOT_FOUND;
+	int64_t now = store_now(s);
+
+	if (lock_key(s, key, klen, &hash, &si) == -1)
+		return STORE_EINVAL;
+	it = do_item_find(s, si, hash, key, klen);
+	if (it != NULL && is_live(it, now)) {
+		it->exptime = ttl_to_exptime(ttl, now);
+		it->csum = item_csum(it);
+		do_lru_bump(s, si, it);
+		r = STORE_OK;
+	}
+	stripe_unlock(s, si);
+	return r;
 }
 
 enum store_result
@@ -395,7 +518,7 @@ store_delete(struct store *s, const void *key, size_t klen)
 		return STORE_EINVAL;
 	it = do_item_find(s, si, hash, key, klen);
 	if (it != NULL) {
-		if (!is_placeholder(it) && !item_expired(it, store_now(s))) {
+		if (is_live(it, store_now(s))) {
 			CNT_ADD(stripe_at(s, si), deletes, 1);
 			r = STORE_OK;
 		}
@@ -427,16 +550,16 @@ store_lease_release(struct store *s, const void *key, size_t klen)
 
 /* One bucket of the sweep; returns the items looked at. */
 static size_t
-do_sweep_bucket(struct store *s, unsigned si, uint64_t b, int64_t now,
-    size_t *reclaimed)
+do_sweep_bucket(struct store *s, unsigned si, uint64_t *bucket,
+    int64_t now, size_t *reclaimed)
 {
 	struct stripe *st = stripe_at(s, si);
 	struct item *it;
-	uint64_t off = *bucket_at(s, si, b);
-	size_t n = 0, max = s->l.npages * s->l.page_size / CHUNK_MIN;
+	uint64_t off = *bucket;
+	size_t n = 0, max = s->l.npages * PAGE / CHUNK_MIN;
 
 	while (off != 0 && n++ < max) {
-		it = item_at(s, si, off);
+		it = item_at(s, off);
 		if (it == NULL || it->state != ST_LINKED) {
 			s->bad = true;
 			break;
@@ -460,21 +583,25 @@ do_sweep_bucket(struct store *s, unsigned si, uint64_t b, int64_t now,
 size_t
 store_sweep(struct store *s, size_t budget)
 {
-	uint64_t nb = s->l.nbuckets, total = nb * s->l.stripes, pos, b, n;
+	uint64_t nb = s->l.stripe_buckets, total = s->l.nbuckets, pos, b, n;
+	uint64_t *base;
 	size_t seen = 0, reclaimed = 0;
 	int64_t now = store_now(s);
 	unsigned si;
 
 	/* At most one pass over the whole index per call. */
-	for (n = 0; seen < budget && n < total / SWEEP_BATCH; n++) {
+	for (n = 0; seen < budget && n < (total + SWEEP_BATCH - 1) /
+	    SWEEP_BATCH; n++) {
 		/* Shared cursor: sweepers in several processes split work. */
 		pos = __atomic_fetch_add(&s->h->sweep_pos, SWEEP_BATCH,
 		    __ATOMIC_RELAXED) % total;
 		si = (unsigned)(pos / nb);
 		if (stripe_lock(s, si) == -1)
 			break;
+		base = bucket_at(s, si, 0);
 		for (b = pos % nb; b < pos % nb + SWEEP_BATCH && b < nb; b++)
-			seen += 1 + do_sweep_bucket(s, si, b, now, &reclaimed);
+			seen += 1 + do_sweep_bucket(s, si, &base[b], now,
+			    &reclaimed);
 		stripe_unlock(s, si);
 	}
 	return reclaimed;

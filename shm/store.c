@@ -1,32 +1,32 @@
 /*
- * The mapping itself: its layout, creation by the master (fresh or reused
- * from a file), attaching a forked child, reaping a dead child's slot,
- * counters, and the read-only stats reader.  Lock rules: see slab.c.
+ * The mapping itself: its layout, creation by the master, attaching a
+ * forked child, reaping a dead child's slot, and the counters.  The
+ * mapping is a sealed memfd, so nothing outside can shrink it under the
+ * workers; a cache.path file only keeps a copy between runs and tells
+ * corral -s where the live store is (persist.c).  Lock rules: see
+ * stripe.c and pool.c.
  */
 #include <sys/eventfd.h>
-#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/sysinfo.h>
 
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stddef.h>
-#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "shm/store_impl.h"
+#include "shm/persist.h"
 
-static int
-fail(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static int
-fail(char *err, size_t errlen, const char *fmt, ...)
+int
+store_fail(char *err, size_t errlen, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -54,51 +54,157 @@ pow2_ceil(uint64_t v)
 	return p;
 }
 
-/* Chunk sizes from CHUNK_MIN growing by 1.25; the last is a whole page. */
+/* A size as the config writes it: 64m, 1g, 4096. */
+const char *
+store_fmt_size(char *buf, size_t len, uint64_t v)
+{
+	static const char unit[] = "kmgt";
+	int u = -1;
+
+	while (v >= 1024 && v % 1024 == 0 && u < 3) {
+		v /= 1024;
+		u++;
+	}
+	if (u < 0)
+		snprintf(buf, len, "%" PRIu64, v);
+	else
+		snprintf(buf, len, "%" PRIu64 "%c", v, unit[u]);
+	return buf;
+}
+
+/* Pages of a slab of chunk bytes: the length that wastes the least. */
+static uint64_t
+slab_pages_for(uint64_t chunk)
+{
+	uint64_t p, best = SLAB_BYTES_MIN / PAGE, lo = best;
+	uint64_t waste, best_waste = UINT64_MAX;
+
+	for (p = lo; p <= 2 * lo; p++) {
+		waste = (p * PAGE % chunk) * 1000 / (p * PAGE);
+		if (waste < best_waste) {
+			best_waste = waste;
+			best = p;
+		}
+	}
+	return best;
+}
+
+/* Chunk sizes from CHUNK_MIN growing by 1.25 up to SLAB_MAX; then the
+ * placeholders' class, and the big one, a run of pages per item. */
 static void
 layout_classes(struct layout *l)
 {
 	uint64_t c = CHUNK_MIN, n = 0;
 
-	while (c < l->page_size && n < MAX_CLASSES - 1) {
-		l->chunk[n++] = c;
+	while (c < SLAB_MAX && n < MAX_CLASSES - 3) {
+		l->chunk[n] = c;
+		l->slab_pages[n++] = slab_pages_for(c);
 		c = ALIGN(c + c / 4, 8);
 	}
-	l->chunk[n++] = l->page_size;
-	l->nclasses = n;
+	l->chunk[n] = SLAB_MAX;
+	l->slab_pages[n++] = slab_pages_for(SLAB_MAX);
+	l->lease_class = n;
+	l->chunk[n] = ALIGN(ITEM_HDR + STORE_KEY_MAX, 8);
+	l->slab_pages[n] = slab_pages_for(l->chunk[n]);
+	n++;
+	l->big_class = n;
+	l->nclasses = n + 1;
 }
 
 static int
 layout_check(const struct store_options *o, char *err, size_t errlen)
 {
 	if (!pow2(o->stripes) || o->stripes > 65536)
-		return fail(err, errlen, "stripes must be a power of two "
+		return store_fail(err, errlen, "stripes must be a power of two "
 		    "up to 65536, not %u", o->stripes);
 	if (o->max_object == 0 || o->max_object > (1U << 30))
-		return fail(err, errlen, "max_object must be 1 byte to 1 GiB");
+		return store_fail(err, errlen,
+		    "max_object must be 1 byte to 1 GiB");
 	if (o->max_slots == 0 || o->max_slots > MAX_SLOTS)
-		return fail(err, errlen, "max_slots must be 1 to %d",
+		return store_fail(err, errlen, "max_slots must be 1 to %d",
 		    MAX_SLOTS);
 	if (o->max_refs > (1U << 20))
-		return fail(err, errlen, "max_refs must be at most 1048576");
+		return store_fail(err, errlen,
+		    "max_refs must be at most 1048576");
 	return 0;
 }
 
-/* Places the per-stripe region: buckets, page table, waiters, arena. */
-static void
-layout_region(struct layout *l)
+/* The fewest pages that hold two of the largest item. */
+static uint64_t
+min_pages(uint64_t max_object)
 {
-	uint64_t npages0 = l->region_size / l->page_size;
+	uint64_t n = 2 * big_pages(ITEM_HDR + STORE_KEY_MAX + max_object);
 
-	l->nbuckets = pow2_ceil(npages0 * l->page_size / 512);
-	if (l->nbuckets < 64)
-		l->nbuckets = 64;
-	l->bucket_rel = 0;
-	l->ptab_rel = l->nbuckets * sizeof(uint64_t);
-	l->wait_rel = ALIGN(l->ptab_rel + npages0 * sizeof(uint32_t), 64);
-	l->arena_rel = ALIGN(l->wait_rel + l->wait_words * 8, 4096);
-	l->npages = l->region_size > l->arena_rel ?
-	    (l->region_size - l->arena_rel) / l->page_size : 0;
+	return n > 64 ? n : 64;
+}
+
+/* Places everything after the slots: buckets, waiters, table, arena. */
+static void
+layout_tail(struct layout *l)
+{
+	uint64_t rest, npages;
+
+	rest = l->size > l->bucket_off ? l->size - l->bucket_off : 0;
+	/* One bucket for every KiB of memory: short chains for small
+	 * values, little index for big ones. */
+	l->stripe_buckets = pow2_ceil(rest / 1024 / l->stripes);
+	if (l->stripe_buckets < 16)
+		l->stripe_buckets = 16;
+	l->nbuckets = l->stripe_buckets * l->stripes;
+	l->waitbits_off = ALIGN(l->bucket_off + l->nbuckets * 8, 64);
+	l->ptab_off = ALIGN(l->waitbits_off + l->stripes * l->wait_words * 8,
+	    64);
+	rest = l->size > l->ptab_off + PAGE ? l->size - l->ptab_off - PAGE :
+	    0;
+	npages = rest / (PAGE + 8);
+	if (npages > PT_MAX_PAGES)
+		npages = PT_MAX_PAGES;
+	while (npages > 0 && ALIGN(l->ptab_off + npages * 8, PAGE) +
+	    npages * PAGE > l->size)
+		npages--;
+	l->npages = npages;
+	l->arena_off = ALIGN(l->ptab_off + npages * 8, PAGE);
+}
+
+static int
+layout_place(struct layout *l, const struct store_options *o)
+{
+	memset(l, 0, sizeof(*l));
+	l->size = o->size;
+	l->stripes = o->stripes;
+	l->max_object = o->max_object;
+	l->max_slots = o->max_slots;
+	l->max_refs = o->max_refs != 0 ? o->max_refs : 1024;
+	l->lease_timeout = o->lease_timeout != 0 ? o->lease_timeout : 10;
+	layout_classes(l);
+	l->wait_words = (l->max_slots + 63) / 64;
+	l->pool_off = HDR_SIZE;
+	l->stripe_off = ALIGN(l->pool_off + sizeof(struct pool), 64);
+	l->stripe_size = sizeof(struct stripe);
+	l->slot_off = ALIGN(l->stripe_off + l->stripes * l->stripe_size, 64);
+	l->slot_size = ALIGN(sizeof(struct slot) + 8 * l->max_refs, 64);
+	l->bucket_off = ALIGN(l->slot_off + l->max_slots * l->slot_size, 64);
+	layout_tail(l);
+	return l->npages >= min_pages(l->max_object) ? 0 : -1;
+}
+
+/* The least size that works with the other options, for the message. */
+static uint64_t
+least_size(const struct store_options *o)
+{
+	struct store_options t = *o;
+	struct layout l;
+	uint64_t lo = o->size, hi = (uint64_t)1 << 40;
+
+	while (lo + 1 < hi) {
+		t.size = (size_t)(lo + (hi - lo) / 2);
+		if (layout_place(&l, &t) == 0)
+			hi = t.size;
+		else
+			lo = t.size;
+	}
+	/* Round up to what a config would say. */
+	return ALIGN(hi, hi >= (64 << 20) ? (1 << 20) : (64 << 10));
 }
 
 /* The whole layout follows from the options; the same options, the same. */
@@ -106,35 +212,42 @@ int
 layout_compute(struct layout *l, const struct store_options *o, char *err,
     size_t errlen)
 {
+	char a[32], b[32];
+
 	memset(l, 0, sizeof(*l));
 	if (layout_check(o, err, errlen) == -1)
 		return -1;
-	l->size = o->size;
-	l->stripes = o->stripes;
-	l->max_object = o->max_object;
-	l->max_slots = o->max_slots;
-	l->max_refs = o->max_refs != 0 ? o->max_refs : 1024;
-	l->lease_timeout = o->lease_timeout != 0 ? o->lease_timeout : 10;
-	l->page_size = ALIGN(ITEM_HDR + STORE_KEY_MAX + l->max_object, 4096);
-	if (l->page_size < PAGE_MIN)
-		l->page_size = PAGE_MIN;
-	layout_classes(l);
-	l->wait_words = (l->max_slots + 63) / 64;
-	l->stripe_off = HDR_SIZE;
-	l->stripe_size = sizeof(struct stripe);
-	l->slot_off = ALIGN(l->stripe_off + l->stripes * l->stripe_size, 64);
-	l->slot_size = ALIGN(sizeof(struct slot) + 8 * l->max_refs, 64);
-	l->region_off = ALIGN(l->slot_off + l->max_slots * l->slot_size,
-	    4096);
-	if (l->region_off < l->size)
-		l->region_size = (l->size - l->region_off) / l->stripes /
-		    4096 * 4096;
-	layout_region(l);
-	if (l->npages < 2)
-		return fail(err, errlen, "size %zu too small: each of %u "
-		    "stripes needs 2 pages of %" PRIu64 " bytes plus %" PRIu64
-		    " for its index", o->size, o->stripes, l->page_size,
-		    l->arena_rel);
+	if (layout_place(l, o) == -1)
+		return store_fail(err, errlen, "size %s is too small for "
+		    "max_object %s with %u stripes and %u worker slots: "
+		    "at least %s", store_fmt_size(a, sizeof(a), o->size),
+		    store_fmt_size(b, sizeof(b), o->max_object), o->stripes,
+		    o->max_slots, store_fmt_size(b, sizeof(b),
+		    least_size(o)));
+	return 0;
+}
+
+/*
+ * What store_create() would refuse, checked without making anything:
+ * corral -t and the start-up call this same function, so they agree.
+ */
+int
+store_check(const struct store_options *o, char *err, size_t errlen)
+{
+	struct layout l;
+	struct sysinfo si;
+	char a[32], b[32];
+
+	if (layout_compute(&l, o, err, errlen) == -1)
+		return -1;
+	if (sysinfo(&si) == 0 && (uint64_t)o->size >
+	    ((uint64_t)si.totalram + si.totalswap) * si.mem_unit)
+		return store_fail(err, errlen, "size %s is more than the "
+		    "memory of this machine (%s)", store_fmt_size(a,
+		    sizeof(a), o->size), store_fmt_size(b, sizeof(b),
+		    ((uint64_t)si.totalram + si.totalswap) * si.mem_unit));
+	if (o->path != NULL)
+		return persist_check(o, err, errlen);
 	return 0;
 }
 
@@ -170,23 +283,26 @@ get_secret(uint8_t *buf, size_t len)
 	return 0;
 }
 
-/* Writes a new header and empty stripes; the magic goes in last. */
-static int
-init_fresh(struct store *s, char *err, size_t errlen)
+/* Writes a new header, an empty pool and stripes; the magic goes last. */
+int
+store_init_fresh(struct store *s, char *err, size_t errlen)
 {
 	struct header *h = s->h;
 	unsigned i;
 
+	memset(h, 0, sizeof(*h));
 	if (get_secret(h->secret, SECRET_SIZE) == -1)
-		return fail(err, errlen, "getrandom: %s", strerror(errno));
+		return store_fail(err, errlen, "getrandom: %s",
+		    strerror(errno));
 	memcpy(s->secret, h->secret, SECRET_SIZE);
 	h->version = STORE_VERSION;
 	h->l = s->l;
-	h->clean = 0;
-	h->sweep_pos = 0;
+	h->cas_next = 1;
 	memset(s->base + s->l.slot_off, 0, s->l.max_slots * s->l.slot_size);
 	for (i = 0; i < s->l.stripes; i++)
 		stripe_init(s, i);
+	memset(pool_at(s), 0, sizeof(struct pool));
+	pool_init(s);
 	memset(s->wake, 0, s->l.wait_words * 8);
 	s->wake_any = false;
 	__atomic_store_n(&h->magic, STORE_MAGIC, __ATOMIC_RELEASE);
@@ -194,11 +310,11 @@ init_fresh(struct store *s, char *err, size_t errlen)
 }
 
 /* Why the header at h does not fit layout l, or NULL if it does. */
-static const char *
-header_mismatch(const struct header *h, const struct layout *l)
+const char *
+store_header_mismatch(const struct header *h, const struct layout *l)
 {
 	if (h->magic != STORE_MAGIC)
-		return "not a store file (bad magic)";
+		return "not a store (bad magic)";
 	if (h->version != STORE_VERSION)
 		return "layout version differs";
 	if (h->l.size != l->size)
@@ -208,117 +324,60 @@ header_mismatch(const struct header *h, const struct layout *l)
 	return NULL;
 }
 
-/* A stripe found by a restart: kept if it looks whole, else wiped. */
-static bool
-reuse_stripe(struct store *s, unsigned i)
+/*
+ * Takes a mapping that holds a store image (a persisted copy): fresh
+ * locks, no slots, and every item checked again before it is kept.
+ */
+void
+store_adopt_image(struct store *s, size_t *kept, size_t *dropped)
 {
-	struct stripe *st = stripe_at(s, i);
-	bool good = st->busy == 0 &&
-	    (!s->h->clean || st->ptab_csum == ptab_checksum(s, i));
-
-	/* Never trust a mutex from an earlier run: its owner may be gone. */
-	stripe_mutex_init(st);
-	memset(waiters_at(s, i), 0, s->l.wait_words * 8);
-	if (good)
-		do_stripe_rebuild(s, i, true);
-	else
-		do_stripe_wipe(s, i);
-	return good;
-}
-
-/* Maps an existing file whose header matches; false (and why) if not. */
-static bool
-reuse_file(struct store *s)
-{
-	struct header h;
-	struct stat sb;
 	struct store_stats ss;
-	const char *why;
-	unsigned i, wiped = 0;
-	void *p;
+	unsigned i;
 
-	if (fstat(s->fd, &sb) == -1)
-		sb.st_size = 0;
-	if (sb.st_size == 0) {
-		snprintf(s->note, sizeof(s->note), "started empty: new file");
-		return false;
-	}
-	if ((uint64_t)sb.st_size != s->l.size) {
-		snprintf(s->note, sizeof(s->note), "started empty: file "
-		    "size %jd, want %" PRIu64, (intmax_t)sb.st_size, s->l.size);
-		return false;
-	}
-	why = "cannot read the header";
-	if (pread(s->fd, &h, sizeof(h), 0) != (ssize_t)sizeof(h) ||
-	    (why = header_mismatch(&h, &s->l)) != NULL) {
-		snprintf(s->note, sizeof(s->note), "started empty: %s", why);
-		return false;
-	}
-	p = mmap(NULL, s->l.size, PROT_READ | PROT_WRITE, MAP_SHARED, s->fd, 0);
-	if (p == MAP_FAILED) {
-		snprintf(s->note, sizeof(s->note), "started empty: mmap: %s",
-		    strerror(errno));
-		return false;
-	}
-	s->base = p;
-	s->h = p;
 	memcpy(s->secret, s->h->secret, SECRET_SIZE);
 	memset(s->base + s->l.slot_off, 0, s->l.max_slots * s->l.slot_size);
-	for (i = 0; i < s->l.stripes; i++)
-		wiped += !reuse_stripe(s, i);
+	pool_mutex_init(pool_at(s));
+	for (i = 0; i < s->l.stripes; i++) {
+		stripe_mutex_init(stripe_at(s, i));
+		memset(stripe_at(s, i)->waiters, 0,
+		    sizeof(stripe_at(s, i)->waiters));
+		memset(waitbits_at(s, i), 0, s->l.wait_words * 8);
+	}
+	*dropped = store_rebuild_all(s, true);
+	store_stats(s, &ss);
+	*kept = (size_t)ss.items;
 	memset(s->wake, 0, s->l.wait_words * 8);
 	s->wake_any = false;
-	s->h->clean = 0;
-	store_stats(s, &ss);
-	snprintf(s->note, sizeof(s->note), "kept %" PRIu64 " items; %u of "
-	    "%" PRIu64 " stripes wiped", ss.items, wiped, s->l.stripes);
-	return true;
 }
 
+/* The memory of the store: a memfd that cannot shrink or grow. */
 static int
-map_file(struct store *s, const struct store_options *o, char *err,
-    size_t errlen)
+map_memfd(struct store *s, char *err, size_t errlen)
 {
-	int r;
 	void *p;
 
-	s->fd = open(o->path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-	if (s->fd == -1)
-		return fail(err, errlen, "%s: %s", o->path, strerror(errno));
-	/* Two masters on one file would corrupt each other's locks. */
-	if (flock(s->fd, LOCK_EX | LOCK_NB) == -1)
-		return fail(err, errlen, "%s: in use by another process",
-		    o->path);
-	if (o->persist && reuse_file(s))
-		return 0;
-	if (ftruncate(s->fd, 0) == -1)
-		return fail(err, errlen, "%s: %s", o->path, strerror(errno));
-	/* Reserve every block now: a full disk fails here, not as SIGBUS. */
-	if ((r = posix_fallocate(s->fd, 0, (off_t)s->l.size)) != 0)
-		return fail(err, errlen, "%s: cannot reserve %" PRIu64
-		    " bytes: %s", o->path, s->l.size, strerror(r));
-	p = mmap(NULL, s->l.size, PROT_READ | PROT_WRITE, MAP_SHARED, s->fd, 0);
-	if (p == MAP_FAILED)
-		return fail(err, errlen, "mmap %s: %s", o->path,
+	s->memfd = memfd_create("corral-store", MFD_CLOEXEC |
+	    MFD_ALLOW_SEALING);
+	if (s->memfd == -1)
+		return store_fail(err, errlen, "memfd_create: %s",
 		    strerror(errno));
-	s->base = p;
-	s->h = p;
-	return init_fresh(s, err, errlen);
-}
-
-static int
-map_anon(struct store *s, char *err, size_t errlen)
-{
-	void *p;
-
-	p = mmap(NULL, s->l.size, PROT_READ | PROT_WRITE,
-	    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (ftruncate(s->memfd, (off_t)s->l.size) == -1)
+		return store_fail(err, errlen, "cannot size the store to "
+		    "%" PRIu64 " bytes: %s", s->l.size, strerror(errno));
+	/* Truncating it would make every process that uses it crash with
+	 * SIGBUS: nobody may, not even us. */
+	if (fcntl(s->memfd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW |
+	    F_SEAL_SEAL) == -1)
+		return store_fail(err, errlen, "sealing the store: %s",
+		    strerror(errno));
+	p = mmap(NULL, s->l.size, PROT_READ | PROT_WRITE, MAP_SHARED,
+	    s->memfd, 0);
 	if (p == MAP_FAILED)
-		return fail(err, errlen, "mmap %" PRIu64 " bytes: %s",
+		return store_fail(err, errlen, "mmap %" PRIu64 " bytes: %s",
 		    s->l.size, strerror(errno));
 	s->base = p;
 	s->h = p;
-	return init_fresh(s, err, errlen);
+	return 0;
 }
 
 /* One eventfd a slot, made before fork so every process has them all. */
@@ -329,7 +388,7 @@ make_eventfds(struct store *s, char *err, size_t errlen)
 
 	for (i = 0; i < s->l.max_slots; i++)
 		if ((s->efd[i] = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) == -1)
-			return fail(err, errlen, "eventfd: %s",
+			return store_fail(err, errlen, "eventfd: %s",
 			    strerror(errno));
 	return 0;
 }
@@ -344,11 +403,13 @@ store_create(const struct store_options *o, char *err, size_t errlen)
 
 	if (errlen > 0)
 		err[0] = '\0';
-	if (layout_compute(&l, o, err, errlen) == -1)
+	if (store_check(o, err, errlen) == -1 ||
+	    layout_compute(&l, o, err, errlen) == -1)
 		return NULL;
 	if ((s = calloc(1, sizeof(*s))) == NULL)
 		return NULL;
 	s->fd = -1;
+	s->memfd = -1;
 	s->l = l;
 	s->slot = -1;
 	s->creator = getpid();
@@ -362,10 +423,13 @@ store_create(const struct store_options *o, char *err, size_t errlen)
 	}
 	for (i = 0; i < l.max_slots; i++)
 		s->efd[i] = -1;
-	r = o->path != NULL ? map_file(s, o, err, errlen) :
-	    map_anon(s, err, errlen);
+	r = map_memfd(s, err, errlen);
+	if (r == 0)
+		r = o->path != NULL ? persist_open(s, o, err, errlen) :
+		    store_init_fresh(s, err, errlen);
 	if (r == -1 || make_eventfds(s, err, errlen) == -1) {
 		s->persist = false;
+		s->creator = 0;		/* nothing to save */
 		store_destroy(s);
 		return NULL;
 	}
@@ -380,9 +444,15 @@ store_attach(struct store *s, unsigned slot)
 	struct slot *sl;
 	uint64_t k;
 
-	if (slot >= s->l.max_slots || header_mismatch(s->h, &s->l) != NULL) {
+	if (slot >= s->l.max_slots ||
+	    store_header_mismatch(s->h, &s->l) != NULL) {
 		errno = EINVAL;
 		return -1;
+	}
+	/* The master alone keeps the file (and its lock). */
+	if (s->fd != -1 && getpid() != s->creator) {
+		close(s->fd);
+		s->fd = -1;
 	}
 	sl = slot_at(s, slot);
 	for (k = 0; k < s->l.max_refs; k++)
@@ -390,9 +460,11 @@ store_attach(struct store *s, unsigned slot)
 			store_reap_slot(s, slot);
 			break;
 		}
+	wake_slot_reset(s, slot);
 	s->slot = (int)slot;
 	s->pid = getpid();
 	s->rec_hint = 0;
+	s->sample = slot * 7919;
 	__atomic_store_n(&sl->pid, (int32_t)s->pid, __ATOMIC_RELAXED);
 	return 0;
 }
@@ -414,14 +486,14 @@ static void
 do_reap_record(struct store *s, unsigned si, unsigned slot, uint32_t k,
     uint64_t v)
 {
-	struct item *it = item_at(s, si, REC_OFF(v));
+	struct item *it = item_at(s, REC_OFF(v));
 
 	if (it != NULL && REC_KIND(v) == REC_LEASE) {
 		if (it->lease_slot == slot && it->lease_rec == k)
 			do_lease_end(s, si, it);
 	} else if (it != NULL && (REC_KIND(v) == REC_PIN ||
 	    REC_KIND(v) == REC_RESV)) {
-		do_item_unpin(s, si, it);
+		do_item_unpin(s, it);
 	}
 	rec_clear(s, slot, k, v);
 }
@@ -436,18 +508,20 @@ store_reap_slot(struct store *s, unsigned slot)
 
 	if (slot >= s->l.max_slots)
 		return;
+	/* A death inside the pool lock is repaired first: its rebuild drops
+	 * reservation records that never got their chunk. */
+	if (pool_lock(s) == 0)
+		pool_unlock(s);
 	sl = slot_at(s, slot);
 	for (k = 0; k < s->l.max_refs; k++) {
 		v = __atomic_load_n(&sl->rec[k], __ATOMIC_ACQUIRE);
 		if (v == 0)
 			continue;
-		if ((si = stripe_of_off(s, REC_OFF(v))) < 0) {
+		if ((si = item_stripe_lock(s, REC_OFF(v))) < 0) {
 			rec_clear(s, slot, k, v);
 			continue;
 		}
-		if (stripe_lock(s, (unsigned)si) == -1)
-			continue;
-		/* A recovery may have dropped it meanwhile. */
+		/* A repair may have dropped it meanwhile. */
 		if (__atomic_load_n(&sl->rec[k], __ATOMIC_ACQUIRE) == v)
 			do_reap_record(s, (unsigned)si, slot, k, v);
 		stripe_unlock(s, (unsigned)si);
@@ -455,11 +529,14 @@ store_reap_slot(struct store *s, unsigned slot)
 	__atomic_store_n(&sl->pid, 0, __ATOMIC_RELAXED);
 }
 
-static void
-sum_stats(const char *base, const struct layout *l, struct store_stats *o)
+/* Adds up the counters of a mapping (or its image) with layout l. */
+void
+store_sum_stats(const char *base, const struct layout *l,
+    struct store_stats *o)
 {
 	const struct stripe *st;
 	const struct counters *c;
+	const struct pool *p = (const struct pool *)(base + l->pool_off);
 	uint64_t i;
 
 	memset(o, 0, sizeof(*o));
@@ -472,78 +549,16 @@ sum_stats(const char *base, const struct layout *l, struct store_stats *o)
 		STORE_COUNTERS(STORE_X_SUM)
 #undef STORE_X_SUM
 	}
-	o->bytes_total = l->stripes * l->npages * l->page_size;
+	o->lock_recoveries += __atomic_load_n(&p->lock_recoveries,
+	    __ATOMIC_RELAXED);
+	o->corruptions += __atomic_load_n(&p->corruptions, __ATOMIC_RELAXED);
+	o->bytes_total = l->npages * PAGE;
 }
 
 void
 store_stats(const struct store *s, struct store_stats *out)
 {
-	sum_stats(s->base, &s->l, out);
-}
-
-/* Checks a mapped file's header against the layout its options imply. */
-static int
-check_file_header(const struct header *h, uint64_t fsize, char *err,
-    size_t errlen)
-{
-	struct store_options o;
-	struct layout l, hl;
-	const char *why;
-
-	if (h->magic != STORE_MAGIC)
-		return fail(err, errlen, "not a store file (bad magic)");
-	if (h->version != STORE_VERSION)
-		return fail(err, errlen, "store version %" PRIu64 ", want %d",
-		    h->version, STORE_VERSION);
-	memcpy(&hl, &h->l, sizeof(hl));
-	if (hl.size != fsize || hl.size > SIZE_MAX ||
-	    hl.stripes > UINT32_MAX || hl.max_slots > UINT32_MAX ||
-	    hl.max_refs > UINT32_MAX || hl.lease_timeout > UINT32_MAX)
-		return fail(err, errlen, "header size fields are wrong");
-	memset(&o, 0, sizeof(o));
-	o.size = hl.size;
-	o.stripes = (unsigned)hl.stripes;
-	o.max_object = hl.max_object;
-	o.max_slots = (unsigned)hl.max_slots;
-	o.max_refs = (unsigned)hl.max_refs;
-	o.lease_timeout = (unsigned)hl.lease_timeout;
-	if (layout_compute(&l, &o, err, errlen) == -1)
-		return -1;
-	if ((why = header_mismatch(h, &l)) != NULL ||
-	    memcmp(&hl, &l, sizeof(l)) != 0)
-		return fail(err, errlen, "header does not match its layout");
-	return 0;
-}
-
-int
-store_stats_read_file(const char *path, struct store_stats *out,
-    char *err, size_t errlen)
-{
-	struct header h;
-	struct stat sb;
-	void *p;
-	int fd, r = -1;
-
-	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) == -1)
-		return fail(err, errlen, "%s: %s", path, strerror(errno));
-	if (fstat(fd, &sb) == -1 || sb.st_size < HDR_SIZE ||
-	    pread(fd, &h, sizeof(h), 0) != (ssize_t)sizeof(h)) {
-		close(fd);
-		return fail(err, errlen, "%s: not a store file", path);
-	}
-	if (check_file_header(&h, (uint64_t)sb.st_size, err, errlen) == 0) {
-		p = mmap(NULL, h.l.size, PROT_READ, MAP_SHARED, fd, 0);
-		if (p == MAP_FAILED) {
-			fail(err, errlen, "mmap %s: %s", path,
-			    strerror(errno));
-		} else {
-			sum_stats(p, &h.l, out);
-			munmap(p, h.l.size);
-			r = 0;
-		}
-	}
-	close(fd);
-	return r;
+	store_sum_stats(s->base, &s->l, out);
 }
 
 void
@@ -554,17 +569,14 @@ store_destroy(struct store *s)
 	if (s == NULL)
 		return;
 	if (s->base != NULL) {
-		if (s->persist && s->creator == getpid()) {
-			for (i = 0; i < s->l.stripes; i++)
-				stripe_at(s, (unsigned)i)->ptab_csum =
-				    ptab_checksum(s, (unsigned)i);
-			s->h->clean = 1;
-			msync(s->base, s->l.size, MS_SYNC);
-		}
+		if (s->fd != -1 && s->creator == getpid())
+			persist_save(s);
 		munmap(s->base, s->l.size);
 	}
 	if (s->fd != -1)
 		close(s->fd);
+	if (s->memfd != -1)
+		close(s->memfd);
 	for (i = 0; s->efd != NULL && i < s->l.max_slots; i++)
 		if (s->efd[i] != -1)
 			close(s->efd[i]);
@@ -592,9 +604,7 @@ store_count_too_large(struct store *s, const void *key, size_t klen)
 	unsigned si = klen > 0 && klen <= STORE_KEY_MAX ?
 	    stripe_of_hash(s, key_hash(s, key, klen)) : 0;
 
-	/* The only counter bumped without the lock. */
-	__atomic_fetch_add(&stripe_at(s, si)->c.too_large, 1,
-	    __ATOMIC_RELAXED);
+	CNT_ATOMIC(stripe_at(s, si), too_large);
 }
 
 #define KIND_NAME_COUNTER	"counter"
@@ -607,19 +617,3 @@ const struct store_counter_info store_counter_table[] = {
 #undef STORE_X_ROW
 const size_t store_counter_count = sizeof(store_counter_table) /
     sizeof(store_counter_table[0]);
-
-#ifdef CORRAL_TEST_HOOKS
-void
-store_test_set_hash(struct store *s, uint64_t (*hash)(const void *, size_t))
-{
-	s->hashfn = hash;
-}
-
-void
-store_test_set_hook(struct store *s, enum store_hook_point point,
-    void (*hook)(void *), void *arg)
-{
-	s->hook[point] = hook;
-	s->hook_arg[point] = arg;
-}
-#endif

@@ -1,10 +1,15 @@
 /*
  * The shared-memory store: one mapping made by the master before it forks,
- * used by every worker.  Keys map to opaque values; a hit is a pinned
- * reference into the mapping, so the caller writes the value to a socket
- * without a copy and without holding any lock.  Leases make sure that one
- * process, across all of them, refills a missing or expired key while the
- * others wait on their slot's eventfd.
+ * used by every worker.  Keys (opaque bytes: the store assumes no format;
+ * each user keeps a prefix of its own) map to opaque values; a hit is a
+ * pinned reference into the mapping, so the caller writes the value to a
+ * socket without a copy and without holding any lock.  Leases make sure
+ * that one process, across all of them, refills a missing or expired key
+ * while the others wait.
+ *
+ * Memory belongs to the whole store: values of every size share one pool
+ * of pages, and the store evicts (least recently used first) only when
+ * that pool is full.
  *
  * Life cycle: the master calls store_create(), then forks; each child calls
  * store_attach() with its slot number.  When a child dies the master calls
@@ -18,10 +23,19 @@
  * keeps it readable as stale while a lease to refresh it is held, until
  * it is replaced or store_sweep() reclaims it.
  *
- * After STORE_WAIT, watch store_wake_fd(s, own slot) for POLLIN, read the
- * 8-byte counter, and look up again; wakeups can be spurious.  A waiter
- * may also arm a timer for ref.lease_deadline, since a lapsed lease only
- * wakes waiters when someone looks the key up or sweeps.
+ * After STORE_WAIT, the caller's slot is registered on that key, whose
+ * token is ref.wait_token.  When the lease on the key ends (the value is
+ * stored, the filler gives up, dies or runs out of time) the token is
+ * queued for the slot and its eventfd, store_wake_fd(), becomes readable:
+ * read the 8-byte counter, then store_wake_drain() the tokens and look up
+ * those keys again.  Wakeups can be spurious.  A waiter may also arm a
+ * timer for ref.lease_deadline, since a lapsed lease only wakes waiters
+ * when someone looks the key up or sweeps.
+ *
+ * Every stored value has a version, its cas (memcached's gets/cas): a
+ * 64-bit number that no other value of the store had, new with every
+ * store.  store_commit_if() and store_set_if() store only under a
+ * condition on the key's current value (add, replace, cas).
  *
  * A struct store is per process and not thread-safe; get, lookup, set and
  * the other per-key calls need store_attach() first.
@@ -42,29 +56,38 @@
 struct store;
 
 struct store_options {
-	const char *path;	/* backing file; NULL: anonymous memory */
+	const char *path;	/* file for a copy and corral -s; NULL: none */
 	size_t size;		/* bytes of the whole mapping */
 	unsigned stripes;	/* lock stripes, a power of two */
 	size_t max_object;	/* largest value stored */
-	bool persist;		/* keep the contents of a matching file */
+	bool persist;		/* keep the contents in path across restarts */
 	unsigned max_slots;	/* processes that attach: 0..max_slots-1 */
 	unsigned max_refs;	/* pins + leases one slot holds; 0: 1024 */
 	unsigned lease_timeout;	/* seconds a filler has; 0: 10 */
 };
 
 enum store_result {
-	STORE_OK = 0,		/* set, delete or release done */
+	STORE_OK = 0,		/* set, delete, touch or release done */
 	STORE_HIT,		/* fresh value, pinned in the ref */
 	STORE_MISS,		/* store_get() found nothing fresh */
 	STORE_LEASE,		/* caller is now the one filler */
 	STORE_WAIT,		/* someone else fills: wait on the wake fd */
 	STORE_STALE_LEASE,	/* STORE_LEASE, and a stale value is pinned */
 	STORE_STALE_WAIT,	/* STORE_WAIT, and a stale value is pinned */
-	STORE_NOT_FOUND,	/* delete or lease release: no such key */
+	STORE_NOT_FOUND,	/* no live value (delete, replace, cas...) */
+	STORE_EXISTS,		/* add found a value; cas found another */
 	STORE_TOO_LARGE,	/* value over max_object: not stored */
 	STORE_NOMEM,		/* nothing could be evicted to make room */
 	STORE_NOREF,		/* this slot holds max_refs pins already */
 	STORE_EINVAL,		/* bad key or argument, or not attached */
+};
+
+/* When a conditional store goes ahead (memcached's set/add/replace/cas). */
+enum store_cond {
+	STORE_IF_ANY = 0,	/* always */
+	STORE_IF_ABSENT,	/* no live value */
+	STORE_IF_PRESENT,	/* a live value */
+	STORE_IF_CAS,		/* a live value whose cas is the one given */
 };
 
 /* A pinned value; the fields are read-only for the caller. */
@@ -73,7 +96,9 @@ struct store_ref {
 	size_t len;
 	uint32_t flags;		/* the caller's metadata from the set */
 	int64_t expires;	/* absolute Unix time, 0: never */
-	int64_t lease_deadline;	/* WAIT: when the filler's lease lapses */
+	int64_t lease_deadline;	/* LEASE, WAIT: when the filler's lease lapses */
+	uint64_t wait_token;	/* LEASE, WAIT: the key's token, never 0 */
+	uint64_t cas;		/* the value's version */
 	bool stale;		/* expired, served while being refreshed */
 	uint64_t off_;		/* private */
 	uint32_t rec_;		/* private */
@@ -104,13 +129,28 @@ struct store_counter_info {
 extern const struct store_counter_info store_counter_table[];
 extern const size_t store_counter_count;
 
-/* Master, before fork: makes or (persist) reopens the mapping; NULL + err. */
+/*
+ * What store_create() would refuse, without making anything: the layout,
+ * the machine's memory, the file's folder and room.  0 or -1 + err.
+ */
+int store_check(const struct store_options *opts, char *err, size_t errlen);
+/* Master, before fork: makes the store (persist: reloads it); NULL + err. */
 struct store *store_create(const struct store_options *opts, char *err,
     size_t errlen);
 /* Child, after fork: takes slot; drops what a dead holder left. 0 or -1. */
 int store_attach(struct store *s, unsigned slot);
-/* The eventfd that wakes slot's waiters; readable means "look up again". */
+/* The eventfd that wakes slot's waiters; readable means "drain". */
 int store_wake_fd(const struct store *s, unsigned slot);
+/*
+ * Takes up to max tokens of keys whose lease ended from slot's queue.
+ * *overflow: some were lost, so every waiter of the slot must look again.
+ * Call after reading the eventfd, until it returns less than max.
+ */
+size_t store_wake_drain(struct store *s, unsigned slot, uint64_t *tokens,
+    size_t max, bool *overflow);
+/* The token of a key, as in ref.wait_token, without a lookup. */
+uint64_t store_key_token(const struct store *s, const void *key,
+    size_t klen);
 /* Why a persistent store kept or dropped its contents ("" if no file). */
 const char *store_note(const struct store *s);
 
@@ -126,14 +166,24 @@ void store_release(struct store *s, struct store_ref *ref);
 /* Stores a copy of the value; also completes a lease on the key. */
 enum store_result store_set(struct store *s, const void *key, size_t klen,
     const void *val, size_t vlen, int64_t ttl, uint32_t flags);
+/* store_set() under cond; *newcas (if not NULL) gets the new version. */
+enum store_result store_set_if(struct store *s, const void *key,
+    size_t klen, const void *val, size_t vlen, int64_t ttl, uint32_t flags,
+    enum store_cond cond, uint64_t cas, uint64_t *newcas);
 /* Reserves vlen bytes at w->data for the caller to fill without the lock. */
 enum store_result store_reserve(struct store *s, const void *key,
     size_t klen, size_t vlen, int64_t ttl, uint32_t flags,
     struct store_wref *w);
 /* Publishes a filled reservation, replacing the key and ending its lease. */
 enum store_result store_commit(struct store *s, struct store_wref *w);
+/* store_commit() under cond; if it does not hold, the reservation goes. */
+enum store_result store_commit_if(struct store *s, struct store_wref *w,
+    enum store_cond cond, uint64_t cas, uint64_t *newcas);
 /* Drops a reservation that will not be committed. */
 void store_abort(struct store *s, struct store_wref *w);
+/* A new TTL for a live value (memcached's touch). */
+enum store_result store_touch(struct store *s, const void *key, size_t klen,
+    int64_t ttl);
 /* Removes the key and ends any lease on it. */
 enum store_result store_delete(struct store *s, const void *key,
     size_t klen);
@@ -147,10 +197,11 @@ size_t store_sweep(struct store *s, size_t budget);
 void store_reap_slot(struct store *s, unsigned slot);
 /* Sums the counters of every stripe. */
 void store_stats(const struct store *s, struct store_stats *out);
-/* Reads the counters of a store file without joining it. 0 or -1 + err. */
+/* Reads the counters through a store's file, the running server's or a
+ * saved copy, without joining it.  0 or -1 + err. */
 int store_stats_read_file(const char *path, struct store_stats *out,
     char *err, size_t errlen);
-/* Unmaps; the creator of a persistent store also marks the file clean. */
+/* Unmaps; the creator writes the file (the whole store with persist). */
 void store_destroy(struct store *s);
 
 /* The largest value this store takes (kept from its start until a restart). */

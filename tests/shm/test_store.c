@@ -554,13 +554,29 @@ Test(store, bad_options)
 		.max_slots = 2,
 	};
 	char err[256];
+	struct store *s;
 
 	cr_assert_null(store_create(&o, err, sizeof(err)));
 	cr_assert(strstr(err, "power of two") != NULL, "%s", err);
+	cr_assert_eq(store_check(&o, err, sizeof(err)), -1);
+	/* Two of the largest value must fit; the message says how much. */
 	o.stripes = 64;
-	o.size = 1 << 20;
+	o.max_object = 1 << 20;
+	o.size = 2 << 20;
 	cr_assert_null(store_create(&o, err, sizeof(err)));
-	cr_assert(strstr(err, "too small") != NULL, "%s", err);
+	cr_assert(strstr(err, "size 2m is too small for max_object 1m with "
+	    "64 stripes and 2 worker slots: at least ") != NULL, "%s", err);
+	o.size = 3 << 20;
+	cr_assert_eq(store_check(&o, err, sizeof(err)), 0, "%s", err);
+	cr_assert_not_null(s = store_create(&o, err, sizeof(err)), "%s", err);
+	store_destroy(s);
+	/* Many stripes in a small store: each stripe costs about 1 KiB,
+	 * never a page of its own (issue 13: 64m with 64 stripes). */
+	o.stripes = 4096;
+	o.max_object = 4096;
+	o.size = 8 << 20;
+	cr_assert_not_null(s = store_create(&o, err, sizeof(err)), "%s", err);
+	store_destroy(s);
 }
 
 Test(store, attach_checks_slot)
@@ -573,270 +589,198 @@ Test(store, attach_checks_slot)
 	store_destroy(s);
 }
 
-/* A fresh directory for store files, removed by the test's own exit. */
-static char *
-tmpdir(void)
+/* ---- versions and conditional stores (memcached's gets/cas/add...) ---- */
+
+static uint64_t
+cas_of(struct store *s, const char *k)
 {
-	static char dir[64];
-
-	snprintf(dir, sizeof(dir), "/tmp/store-test-XXXXXX");
-	cr_assert_not_null(mkdtemp(dir));
-	return dir;
-}
-
-static struct store *
-mk_file(const char *path, size_t size, unsigned stripes, bool persist,
-    char *err, size_t errlen)
-{
-	struct store_options o = {
-		.path = path, .size = size, .stripes = stripes,
-		.max_object = 4096, .persist = persist, .max_slots = 4,
-	};
-	struct store *s = store_create(&o, err, errlen);
-
-	cr_assert_not_null(s, "store_create: %s", err);
-	store_set_clock(s, fake_clock, NULL);
-	cr_assert_eq(store_attach(s, 0), 0);
-	return s;
-}
-
-static void
-cleanup(const char *dir, const char *path)
-{
-	unlink(path);
-	rmdir(dir);
-}
-
-Test(store_persist, warm_restart_keeps_contents)
-{
-	char *dir = tmpdir(), path[128], err[256];
-	struct store *s;
-	struct store_stats st;
-
-	snprintf(path, sizeof(path), "%s/cache", dir);
-	s = mk_file(path, 4 << 20, 4, true, err, sizeof(err));
-	cr_assert_str_eq(err, "started empty: new file");
-	set_str(s, "a", "apple", 0);
-	set_str(s, "b", "banana", 0);
-	set_str(s, "gone", "x", 0);
-	store_delete(s, "gone", 4);
-	store_destroy(s);
-
-	s = mk_file(path, 4 << 20, 4, true, err, sizeof(err));
-	cr_assert_str_eq(err, "kept 2 items; 0 of 4 stripes wiped");
-	cr_assert_str_eq(store_note(s), err);
-	expect(s, "a", "apple");
-	expect(s, "b", "banana");
-	expect(s, "gone", NULL);
-	store_stats(s, &st);
-	cr_assert_eq(st.items, 2);
-	cr_assert_eq(st.sets, 3);	/* counters survive too */
-	store_destroy(s);
-
-	/* Without persist the same file starts empty. */
-	s = mk_file(path, 4 << 20, 4, false, err, sizeof(err));
-	expect(s, "a", NULL);
-	store_destroy(s);
-	cleanup(dir, path);
-}
-
-Test(store_persist, different_size_starts_empty)
-{
-	char *dir = tmpdir(), path[128], err[256];
-	struct store *s;
-
-	snprintf(path, sizeof(path), "%s/cache", dir);
-	s = mk_file(path, 4 << 20, 4, true, err, sizeof(err));
-	set_str(s, "a", "apple", 0);
-	store_destroy(s);
-	s = mk_file(path, 8 << 20, 4, true, err, sizeof(err));
-	cr_assert_str_eq(err, "started empty: file size 4194304, want "
-	    "8388608");
-	expect(s, "a", NULL);
-	set_str(s, "a", "again", 0);
-	store_destroy(s);
-	s = mk_file(path, 8 << 20, 8, true, err, sizeof(err));
-	cr_assert(strstr(err, "started empty: stripes") == err, "%s", err);
-	expect(s, "a", NULL);
-	store_destroy(s);
-	cleanup(dir, path);
-}
-
-Test(store_persist, corrupt_page_table_wipes_that_stripe)
-{
-	char *dir = tmpdir(), path[128], err[256], key[16];
-	struct store *s;
-	struct store_stats st;
-	int fd, i, hits = 0;
-	uint32_t bad = 0x00000030;	/* class 0x30, claims 0 used */
-
-	snprintf(path, sizeof(path), "%s/cache", dir);
-	s = mk_file(path, 4 << 20, 1, true, err, sizeof(err));
-	for (i = 0; i < 20; i++) {
-		snprintf(key, sizeof(key), "k%d", i);
-		set_str(s, key, "v", 0);
-	}
-	store_destroy(s);
-	/* The first page table entry of stripe 0 sits after the buckets;
-	 * find it by its value: class 0, 20 chunks used. */
-	fd = open(path, O_RDWR);
-	cr_assert_geq(fd, 0);
-	{
-		uint32_t want = 0 | (20u << 8), v;
-		off_t off;
-
-		for (off = 4096; pread(fd, &v, 4, off) == 4; off += 4)
-			if (v == want)
-				break;
-		cr_assert_eq(v, want, "page table entry not found");
-		cr_assert_eq(pwrite(fd, &bad, 4, off), 4);
-	}
-	close(fd);
-	s = mk_file(path, 4 << 20, 1, true, err, sizeof(err));
-	cr_assert_str_eq(err, "kept 0 items; 1 of 1 stripes wiped");
-	for (i = 0; i < 20; i++) {
-		snprintf(key, sizeof(key), "k%d", i);
-		hits += store_get(s, key, strlen(key),
-		    &(struct store_ref){0}) == STORE_HIT;
-	}
-	cr_assert_eq(hits, 0);
-	store_stats(s, &st);
-	cr_assert_eq(st.items, 0);
-	set_str(s, "k1", "works", 0);
-	expect(s, "k1", "works");
-	store_destroy(s);
-	cleanup(dir, path);
-}
-
-static void
-die_in_lock(void *arg)
-{
-	raise(SIGKILL);
-}
-
-/* The whole server dies while a stripe is locked: that stripe is wiped,
- * the others are kept although the file was not closed cleanly. */
-Test(store_persist, crash_in_lock_wipes_only_that_stripe)
-{
-	char *dir = tmpdir(), path[128], err[256], key[16];
-	struct store *s;
 	struct store_ref ref;
-	int status, i, hits = 0;
-	pid_t pid;
+	uint64_t cas;
 
-	snprintf(path, sizeof(path), "%s/cache", dir);
-	pid = fork();
-	cr_assert_geq(pid, 0);
-	if (pid == 0) {
-		s = mk_file(path, 8 << 20, 8, true, err, sizeof(err));
-		for (i = 0; i < 64; i++) {
-			snprintf(key, sizeof(key), "k%d", i);
-			set_str(s, key, "v", 0);
-		}
-		store_test_set_hook(s, STORE_HOOK_COMMIT, die_in_lock, NULL);
-		set_str(s, "k0", "never", 0);
-		_exit(1);
-	}
-	cr_assert_eq(waitpid(pid, &status, 0), pid);
-	cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
-	s = mk_file(path, 8 << 20, 8, true, err, sizeof(err));
-	cr_assert(strstr(err, "; 1 of 8 stripes wiped") != NULL, "%s", err);
-	cr_assert_eq(store_get(s, "k0", 2, &ref), STORE_MISS);
-	for (i = 1; i < 64; i++) {
-		snprintf(key, sizeof(key), "k%d", i);
-		if (store_get(s, key, strlen(key), &ref) == STORE_HIT) {
-			cr_assert_arr_eq(ref.data, "v", 1);
-			hits++;
-			store_release(s, &ref);
-		}
-	}
-	cr_assert(hits > 32 && hits < 63, "hits %d", hits);
-	store_destroy(s);
-	cleanup(dir, path);
+	cr_assert_eq(store_get(s, k, strlen(k), &ref), STORE_HIT, "%s", k);
+	cas = ref.cas;
+	store_release(s, &ref);
+	return cas;
 }
 
-Test(store_persist, stats_read_file)
+Test(store, cas_is_new_with_every_store)
 {
-	char *dir = tmpdir(), path[128], err[256];
-	struct store *s;
+	struct store *s = mk(4 << 20, 4, 4096);
+	uint64_t a1, b1, a2, got;
+
+	cr_assert_eq(set_str(s, "a", "1", 0), STORE_OK);
+	cr_assert_eq(set_str(s, "b", "1", 0), STORE_OK);
+	a1 = cas_of(s, "a");
+	b1 = cas_of(s, "b");
+	cr_assert_neq(a1, 0);
+	cr_assert_neq(a1, b1);
+	cr_assert_eq(cas_of(s, "a"), a1, "a read does not change it");
+	cr_assert_eq(store_set_if(s, "a", 1, "2", 1, 0, 7, STORE_IF_ANY, 0,
+	    &got), STORE_OK);
+	a2 = cas_of(s, "a");
+	cr_assert_eq(got, a2);
+	cr_assert_neq(a2, a1);
+	cr_assert_neq(a2, b1);
+	store_destroy(s);
+}
+
+Test(store, conditional_stores)
+{
+	struct store *s = mk(4 << 20, 4, 4096);
 	struct store_stats st;
-	int fd;
+	uint64_t cas, newcas;
 
-	snprintf(path, sizeof(path), "%s/cache", dir);
-	s = mk_file(path, 4 << 20, 4, false, err, sizeof(err));
-	set_str(s, "a", "1", 0);
-	set_str(s, "b", "2", 0);
-	expect(s, "a", "1");
-	expect(s, "z", NULL);
-	cr_assert_eq(store_stats_read_file(path, &st, err, sizeof(err)), 0,
-	    "%s", err);
-	cr_assert_eq(st.sets, 2);
-	cr_assert_eq(st.gets, 2);
-	cr_assert_eq(st.hits, 1);
+	/* add: only when there is no live value */
+	cr_assert_eq(store_set_if(s, "k", 1, "v1", 2, 0, 7, STORE_IF_ABSENT,
+	    0, NULL), STORE_OK);
+	cr_assert_eq(store_set_if(s, "k", 1, "v2", 2, 0, 7, STORE_IF_ABSENT,
+	    0, NULL), STORE_EXISTS);
+	expect(s, "k", "v1");
+	/* replace: only when there is one */
+	cr_assert_eq(store_set_if(s, "none", 4, "x", 1, 0, 7,
+	    STORE_IF_PRESENT, 0, NULL), STORE_NOT_FOUND);
+	expect(s, "none", NULL);
+	cr_assert_eq(store_set_if(s, "k", 1, "v3", 2, 0, 7, STORE_IF_PRESENT,
+	    0, NULL), STORE_OK);
+	expect(s, "k", "v3");
+	/* cas: only over the version read */
+	cas = cas_of(s, "k");
+	cr_assert_eq(store_set_if(s, "k", 1, "v4", 2, 0, 7, STORE_IF_CAS,
+	    cas + 1, NULL), STORE_EXISTS);
+	expect(s, "k", "v3");
+	cr_assert_eq(store_set_if(s, "k", 1, "v4", 2, 0, 7, STORE_IF_CAS,
+	    cas, &newcas), STORE_OK);
+	expect(s, "k", "v4");
+	cr_assert_eq(store_set_if(s, "k", 1, "v5", 2, 0, 7, STORE_IF_CAS,
+	    cas, NULL), STORE_EXISTS, "the old version is gone");
+	cr_assert_eq(store_set_if(s, "gone", 4, "x", 1, 0, 7, STORE_IF_CAS,
+	    newcas, NULL), STORE_NOT_FOUND);
+	/* An expired value counts as none. */
+	cr_assert_eq(set_str(s, "e", "old", 5), STORE_OK);
+	fake_now += 5;
+	cr_assert_eq(store_set_if(s, "e", 1, "x", 1, 0, 7, STORE_IF_PRESENT,
+	    0, NULL), STORE_NOT_FOUND);
+	cr_assert_eq(store_set_if(s, "e", 1, "new", 3, 0, 7,
+	    STORE_IF_ABSENT, 0, NULL), STORE_OK);
+	expect(s, "e", "new");
+	/* Refused stores leave nothing reserved behind. */
+	store_stats(s, &st);
 	cr_assert_eq(st.items, 2);
+	cr_assert_eq(st.sets, 5);
 	store_destroy(s);
-
-	/* A damaged header is an error, never a guess. */
-	fd = open(path, O_RDWR);
-	cr_assert_eq(pwrite(fd, "\x01", 1, 16), 1);
-	close(fd);
-	cr_assert_eq(store_stats_read_file(path, &st, err, sizeof(err)), -1);
-	cr_assert(strstr(err, "header") != NULL, "%s", err);
-	fd = open(path, O_RDWR);
-	cr_assert_eq(pwrite(fd, "X", 1, 0), 1);
-	close(fd);
-	cr_assert_eq(store_stats_read_file(path, &st, err, sizeof(err)), -1);
-	cr_assert(strstr(err, "bad magic") != NULL, "%s", err);
-	cr_assert_eq(store_stats_read_file("/nonexistent", &st, err,
-	    sizeof(err)), -1);
-	cleanup(dir, path);
 }
 
-Test(store_persist, second_master_refused)
+Test(store, commit_if_drops_a_refused_reservation)
 {
-	char *dir = tmpdir(), path[128], err[256];
-	struct store_options o = {
-		.path = NULL, .size = 4 << 20, .stripes = 4,
-		.max_object = 4096, .max_slots = 4,
-	};
-	struct store *s;
+	struct store *s = mk(4 << 20, 1, 4096);
+	struct store_wref w;
+	struct store_stats st;
+	char err[256];
 
-	snprintf(path, sizeof(path), "%s/cache", dir);
-	o.path = path;
-	s = store_create(&o, err, sizeof(err));
-	cr_assert_not_null(s, "%s", err);
-	cr_assert_null(store_create(&o, err, sizeof(err)));
-	cr_assert(strstr(err, "in use") != NULL, "%s", err);
+	cr_assert_eq(set_str(s, "k", "v", 0), STORE_OK);
+	cr_assert_eq(store_reserve(s, "k", 1, 3, 0, 7, &w), STORE_OK);
+	memcpy(w.data, "new", 3);
+	cr_assert_eq(store_commit_if(s, &w, STORE_IF_ABSENT, 0, NULL),
+	    STORE_EXISTS);
+	cr_assert_eq(w.data, NULL);
+	cr_assert_eq(store_commit(s, &w), STORE_EINVAL);
+	expect(s, "k", "v");
+	store_stats(s, &st);
+	cr_assert_eq(st.items, 1);
+	cr_assert_eq(store_test_check(s, err, sizeof(err)), 0, "%s", err);
 	store_destroy(s);
-	cleanup(dir, path);
 }
 
-/* A 1 MiB tmpfs in a private mount namespace stands in for a full disk. */
-Test(store_persist, fallocate_failure_is_an_error)
+Test(store, touch)
 {
-	char *dir = tmpdir(), path[128], err[256];
-	struct store_options o = {
-		.path = path, .size = 4 << 20, .stripes = 4,
-		.max_object = 4096, .max_slots = 4,
-	};
-	struct store *s;
+	struct store *s = mk(4 << 20, 4, 4096);
+	struct store_ref ref;
 
-	if (unshare(CLONE_NEWNS) == -1 &&
-	    unshare(CLONE_NEWUSER | CLONE_NEWNS) == -1)
-		cr_skip_test("cannot make a mount namespace: %s",
-		    strerror(errno));
-	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) == -1 ||
-	    mount("tmpfs", dir, "tmpfs", 0, "size=1m") == -1)
-		cr_skip_test("cannot mount a tmpfs: %s", strerror(errno));
-	snprintf(path, sizeof(path), "%s/cache", dir);
-	cr_assert_null(store_create(&o, err, sizeof(err)));
-	cr_assert(strstr(err, "cannot reserve 4194304 bytes: No space left "
-	    "on device") != NULL, "%s", err);
-	o.size = 512 << 10;
-	o.stripes = 1;
-	s = store_create(&o, err, sizeof(err));
-	cr_assert_not_null(s, "%s", err);
+	cr_assert_eq(set_str(s, "k", "v", 10), STORE_OK);
+	cr_assert_eq(store_touch(s, "k", 1, 100), STORE_OK);
+	fake_now += 50;
+	cr_assert_eq(store_get(s, "k", 1, &ref), STORE_HIT);
+	cr_assert_eq(ref.expires, fake_now + 50);
+	store_release(s, &ref);
+	cr_assert_eq(store_touch(s, "k", 1, -1), STORE_OK);
+	expect(s, "k", NULL);
+	cr_assert_eq(store_touch(s, "k", 1, 100), STORE_NOT_FOUND);
+	cr_assert_eq(store_touch(s, "x", 1, 100), STORE_NOT_FOUND);
 	store_destroy(s);
-	umount(dir);
-	rmdir(dir);
+}
+
+/* ---- wakeups by key ---- */
+
+static size_t
+drain(struct store *s, unsigned slot, uint64_t *tok, size_t max,
+    bool *overflow)
+{
+	uint64_t v;
+
+	if (read(store_wake_fd(s, slot), &v, sizeof(v)) != sizeof(v))
+		return 0;
+	return store_wake_drain(s, slot, tok, max, overflow);
+}
+
+Test(store, a_lease_end_wakes_with_its_key)
+{
+	struct store *s = mk(4 << 20, 1, 4096);
+	struct store_ref ref;
+	uint64_t tok[8], ta, tb;
+	bool overflow;
+
+	cr_assert_eq(store_lookup(s, "a", 1, &ref), STORE_LEASE);
+	ta = ref.wait_token;
+	cr_assert_neq(ta, 0);
+	cr_assert_eq(store_key_token(s, "a", 1), ta);
+	cr_assert_eq(store_lookup(s, "b", 1, &ref), STORE_LEASE);
+	tb = ref.wait_token;
+	cr_assert_neq(ta, tb);
+	cr_assert_eq(store_lookup(s, "a", 1, &ref), STORE_WAIT);
+	cr_assert_eq(ref.wait_token, ta);
+	cr_assert_eq(store_lookup(s, "b", 1, &ref), STORE_WAIT);
+	cr_assert_eq(ref.wait_token, tb);
+	/* Two waits on one key by one slot: one token. */
+	cr_assert_eq(store_lookup(s, "a", 1, &ref), STORE_WAIT);
+	cr_assert(!woken(s, 0));
+	cr_assert_eq(set_str(s, "b", "filled", 0), STORE_OK);
+	cr_assert_eq(drain(s, 0, tok, 8, &overflow), 1);
+	cr_assert_eq(tok[0], tb, "only b's waiters");
+	cr_assert(!overflow);
+	cr_assert_eq(store_wake_drain(s, 0, tok, 8, &overflow), 0);
+	cr_assert_eq(store_lease_release(s, "a", 1), STORE_OK);
+	cr_assert_eq(drain(s, 0, tok, 8, &overflow), 1);
+	cr_assert_eq(tok[0], ta);
+	cr_assert(!overflow);
+	/* Filling again wakes nobody: nobody waits any more. */
+	cr_assert_eq(set_str(s, "b", "again", 0), STORE_OK);
+	cr_assert(!woken(s, 0));
+	store_destroy(s);
+}
+
+/* More keys waited on than a stripe's table holds: the rest wait on the
+ * whole stripe and are woken with "overflow", never forgotten. */
+Test(store, waiter_table_full_falls_back_to_the_stripe)
+{
+	struct store *s = mk(4 << 20, 1, 4096);
+	struct store_ref ref;
+	uint64_t tok[64];
+	bool overflow;
+	char key[16];
+	int i;
+
+	for (i = 0; i < 40; i++) {
+		snprintf(key, sizeof(key), "k%d", i);
+		cr_assert_eq(store_lookup(s, key, strlen(key), &ref),
+		    STORE_LEASE);
+		cr_assert_eq(store_lookup(s, key, strlen(key), &ref),
+		    STORE_WAIT);
+	}
+	cr_assert_eq(set_str(s, "k39", "v", 0), STORE_OK);
+	drain(s, 0, tok, 64, &overflow);
+	cr_assert(overflow, "k39's wait did not fit in the table");
+	cr_assert_eq(set_str(s, "k0", "v", 0), STORE_OK);
+	cr_assert_eq(drain(s, 0, tok, 64, &overflow), 1);
+	cr_assert_eq(tok[0], store_key_token(s, "k0", 2));
+	store_destroy(s);
 }
