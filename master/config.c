@@ -328,6 +328,7 @@ struct loader {
 	} *tls_lines;
 	size_t ntls_lines;
 	int tls_listen_line;		/* the first listen with "tls" */
+	int cache_line;			/* see struct config_cache */
 };
 
 static struct loader *ld;
@@ -1043,6 +1044,23 @@ validate_stripes(cfg_t *cfg, cfg_opt_t *opt)
 	return 0;
 }
 
+/* The store's size, and the end of its section: where a store that
+ * cannot be made is reported (by corral -t and at start alike). */
+static int
+validate_cache_size(cfg_t *cfg, cfg_opt_t *opt)
+{
+	ld->cache_line = cfg->line;
+	return validate_range(cfg, opt);
+}
+
+static int
+validate_cache(cfg_t *cfg, cfg_opt_t *opt)
+{
+	if (ld->cache_line == 0)
+		ld->cache_line = cfg->line;
+	return 0;
+}
+
 static int
 validate_mime_type(cfg_t *cfg, cfg_opt_t *opt)
 {
@@ -1323,6 +1341,8 @@ static const struct {
 	{ "default_type",	validate_mime_type },
 	{ "gzip_types",		validate_mime_types },
 	{ "server",		validate_server },
+	{ "cache",		validate_cache },
+	{ "cache|size",		validate_cache_size },
 	{ "cache|stripes",	validate_stripes },
 	{ "server|access_log",	validate_nonempty },
 	{ "server|access_log_format", validate_nonempty },
@@ -1976,6 +1996,7 @@ build_cache(cfg_t *sec, struct config_cache *c)
 	c->max_object = cfg_getint(sec, "max_object");
 	c->file_max = cfg_getint(sec, "file_max");
 	c->persist = cfg_getbool(sec, "persist");
+	c->line = ld->cache_line;
 }
 
 static void

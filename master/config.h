@@ -172,6 +172,8 @@ struct config_cache {
 	uint64_t file_max;		/* static files up to this are served
 					   from the store */
 	bool persist;			/* keep the file's contents on restart */
+	int line;			/* where the section sets size (or
+					   ends): store errors point here */
 };
 
 struct config {

@@ -186,7 +186,15 @@ main(int argc, char **argv)
 		return 1;
 	}
 	if (test) {
+		char err[1024];
+
 		if (master_check_stats_file(cf) == -1) {
+			mime_free(mime);
+			config_free(cf);
+			return 1;
+		}
+		if (master_check_store(cf, err, sizeof(err)) == -1) {
+			fprintf(stderr, "corral: %s\n", err);
 			mime_free(mime);
 			config_free(cf);
 			return 1;

@@ -39,7 +39,7 @@
 #define RESPAWN_FAST_MS		2000	/* died sooner: back off */
 #define RESPAWN_MAX_DELAY_MS	30000
 #define TICK_MS			1000
-#define STORE_SLOTS_MIN		64	/* room for overlapping generations */
+#define STORE_SLOTS_MIN		16	/* room for overlapping generations */
 #define STORE_MAX_REFS		4096	/* values one worker keeps pinned */
 #define SWEEP_BUDGET		512	/* entries reclaimed per tick */
 #define TLS_STORE_STRIPES	4
@@ -196,12 +196,56 @@ daemonize(void)
 
 /* Shared store ---------------------------------------------------------- */
 
+/* Worker slots: room for overlapping generations of workers. */
 static unsigned
 store_slot_count(const struct config *cf)
 {
 	unsigned n = (unsigned)cf->workers * 4;
 
 	return n > STORE_SLOTS_MIN ? n : STORE_SLOTS_MIN;
+}
+
+/* The store a config asks for; corral -t and the start both use this. */
+static void
+store_options_of(const struct config *cf, struct store_options *o)
+{
+	const struct config_cache *cc = &cf->cache;
+
+	memset(o, 0, sizeof(*o));
+	o->path = cc->path;
+	o->size = cc->size;
+	o->stripes = cc->stripes;
+	o->max_object = cc->max_object;
+	o->persist = cc->persist;
+	o->max_slots = store_slot_count(cf);
+	o->max_refs = STORE_MAX_REFS;
+}
+
+/* "FILE:LINE: cache: why", as config errors are written. */
+static void
+store_error(const struct config *cf, char *err, size_t errlen,
+    const char *why)
+{
+	if (cf->cache.line > 0)
+		snprintf(err, errlen, "%s:%d: cache: %s", cf->file,
+		    cf->cache.line, why);
+	else
+		snprintf(err, errlen, "%s: cache: %s", cf->file, why);
+}
+
+int
+master_check_store(const struct config *cf, char *err, size_t errlen)
+{
+	struct store_options o;
+	char why[512];
+
+	if (cf->cache.size == 0)
+		return 0;
+	store_options_of(cf, &o);
+	if (store_check(&o, why, sizeof(why)) == 0)
+		return 0;
+	store_error(cf, err, errlen, why);
+	return -1;
 }
 
 static int
@@ -221,21 +265,17 @@ master_open_store(struct runtime *rt)
 {
 	const struct config_cache *cc = &rt->cf->cache;
 	struct store_options o;
-	char err[512];
+	char why[512], err[1024];
 
 	if (cc->size == 0)
 		return 0;
-	memset(&o, 0, sizeof(o));
-	o.path = cc->path;
-	o.size = cc->size;
-	o.stripes = cc->stripes;
-	o.max_object = cc->max_object;
-	o.persist = cc->persist;
-	o.max_slots = store_slot_count(rt->cf);
-	o.max_refs = STORE_MAX_REFS;
-	store = store_create(&o, err, sizeof(err));
+	/* store_create() runs store_check() first: what -t refuses, this
+	 * refuses with the same words. */
+	store_options_of(rt->cf, &o);
+	store = store_create(&o, why, sizeof(why));
 	if (store == NULL) {
-		log_crit("%s: cache: %s", rt->cf->file, err);
+		store_error(rt->cf, err, sizeof(err), why);
+		log_crit("%s", err);
 		return -1;
 	}
 	if (slots_init(o.max_slots) == -1)
@@ -244,6 +284,17 @@ master_open_store(struct runtime *rt)
 		log_notice("cache %s: %s", cc->path, store_note(store));
 	rt->store = store;
 	return 0;
+}
+
+/* Once a second: expired entries, and a look at the store's file. */
+static void
+store_tick(void)
+{
+	char msg[PATH_MAX + 256];
+
+	store_sweep(store, SWEEP_BUDGET);
+	if (store_watch_file(store, msg, sizeof(msg)) == 1)
+		log_warn("cache: %s", msg);
 }
 
 /* TLS ------------------------------------------------------------------ */
@@ -869,7 +920,7 @@ master_run(struct runtime *rt, bool foreground)
 		if (sig > 0) {
 			handle_signal(sig);
 		} else if (store != NULL) {
-			store_sweep(store, SWEEP_BUDGET);
+			store_tick();
 			store_stats(store, &ss);
 			stats_master_cache(stats, &ss);
 		}

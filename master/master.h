@@ -72,6 +72,10 @@ int master_check_stats_file(const struct config *cf);
  */
 int master_open_store(struct runtime *rt);
 
+/* What master_open_store() would refuse, for corral -t: 0, or -1 and
+ * "FILE:LINE: cache: why" in err. */
+int master_check_store(const struct config *cf, char *err, size_t errlen);
+
 /*
  * Blocks the signals the master takes with sigtimedwait(); called before
  * the sockets are bound, so a signal that comes early waits for the loop.

@@ -6,13 +6,17 @@
  * Victims are chosen under the pool lock, from the LRU tails of a few
  * stripes (all of them when there are few):
  *
- *  - a chunk of the same class, if its oldest is as old as the oldest
- *    item of any class (to the second): it frees exactly what is needed;
- *  - else a window of pages around the oldest items, grown over its
- *    neighbours (free runs first, then what costs fewest evictions) until
- *    it is as long as the run needed.  Whatever size it held, its pages
- *    then serve this class: this is how pages move between classes and
- *    stripes, and how a big item finds contiguous room.
+ *  - the least recently used item of the class that needs room, as
+ *    memcached does: a chunk of a slab, or for a big item a window of
+ *    pages around the oldest big item;
+ *  - unless that class's oldest is much younger than the oldest item of
+ *    all: then a window of pages around the oldest items, whatever size
+ *    they are.  Its pages then serve this class: this is how pages move
+ *    between classes and stripes when the mix of sizes changes.
+ *
+ * A window grows from its item's run over the neighbours that cost the
+ * fewest evictions (free runs first) until it is as long as the run
+ * needed.
  *
  * The pool lock is then dropped, and each victim is evicted under its
  * own stripe lock, after checking it is the same item (its cas) and still
@@ -30,6 +34,11 @@
 #define SAMPLE_STRIPES	8	/* stripes whose tails are compared */
 #define TAIL_SCAN	8	/* items looked at from an LRU tail */
 #define CANDIDATES	8	/* windows tried around the oldest items */
+
+struct cost {
+	uint64_t items;		/* evicted with the run */
+	int64_t fresh;		/* atime of its most recently used one */
+};
 
 struct plan {
 	uint64_t anchor;		/* where the last round's window was */
@@ -136,19 +145,20 @@ add_victim(struct store *s, struct plan *pl, struct item *it)
 }
 
 /*
- * Whether the run at h can be evicted, and how recently what it holds was
- * used (its freshest item's atime; 0 when free), into *fresh.  With add,
+ * Whether the run at h can be evicted, how many items that costs, and how
+ * recently what it holds was used (its freshest item's atime).  With add,
  * its items are added to the plan, as many as it has room for (*full then
  * says the plan is full).
  */
 static bool
 run_cost(struct store *s, struct plan *pl, uint64_t h, uint64_t e,
-    bool add, bool *full, uint32_t *fresh)
+    bool add, bool *full, struct cost *c)
 {
 	uint64_t k, n, cs;
 	struct item *it;
 
-	*fresh = 0;
+	c->items = 0;
+	c->fresh = 0;
 	if (PT_KIND(e) == PT_FREE)
 		return true;
 	cs = PT_KIND(e) == PT_BIG ? PT_LEN(e) * PAGE :
@@ -160,12 +170,32 @@ run_cost(struct store *s, struct plan *pl, uint64_t h, uint64_t e,
 			continue;
 		if (!item_evictable(it))
 			return false;
-		if (it->atime > *fresh)
-			*fresh = it->atime;
+		c->items++;
+		if ((int64_t)it->atime > c->fresh)
+			c->fresh = it->atime;
 		if (add && !add_victim(s, pl, it))
 			*full = true;
 	}
 	return true;
+}
+
+/*
+ * Is evicting a cheaper than evicting b?  What is far less recently used
+ * goes first (LRU); between runs used alike, the one with fewer items.
+ */
+static bool
+cheaper(const struct cost *a, const struct cost *b, int64_t now)
+{
+	uint64_t aa = (uint64_t)(now - a->fresh), ab = (uint64_t)(now -
+	    b->fresh);
+
+	if (a->items == 0 || b->items == 0)
+		return a->items <= b->items;
+	if (aa > 2 * ab + 1 || ab > 2 * aa + 1)
+		return aa > ab;
+	if (a->items != b->items)
+		return a->items < b->items;
+	return aa >= ab;
 }
 
 /* The run that holds page, even inside a free run (found from its head). */
@@ -184,34 +214,34 @@ run_containing(const struct store *s, uint64_t page, uint64_t *head,
 }
 
 /*
- * Grows a window from the run at page until it spans need pages, over the
- * neighbour (left or right) used least recently, adding what it holds to
- * the plan.  A window with more items than the plan holds is evicted in
- * parts, over several rounds (pl->anchor).
+ * Grows a window from the run at page until it spans need pages, over
+ * the neighbour (left or right) that costs fewer items, adding what it
+ * holds to the plan.  A window with more items than the plan holds is
+ * evicted in parts, over several rounds (pl->anchor).
  */
 static bool
 do_window(struct store *s, struct plan *pl, uint64_t page, uint64_t need)
 {
 	uint64_t a, b, e, le, re, lh, rh;
-	uint32_t fa, lf, rf;
+	struct cost ca, lc, rc;
 	size_t n0 = pl->n;
 	bool full = false, lok, rok;
 
 	if (!run_containing(s, page, &a, &e) ||
-	    !run_cost(s, pl, a, e, false, &full, &fa))
+	    !run_cost(s, pl, a, e, false, &full, &ca))
 		return false;
 	b = a + PT_LEN(e);
-	run_cost(s, pl, a, e, true, &full, &fa);
+	run_cost(s, pl, a, e, true, &full, &ca);
 	while (b - a < need && !full) {
 		lok = a > 0 && do_pool_run_of(s, a - 1, &lh, &le) &&
-		    run_cost(s, pl, lh, le, false, &full, &lf);
+		    run_cost(s, pl, lh, le, false, &full, &lc);
 		rok = b < s->l.npages && do_pool_run_of(s, b, &rh, &re) &&
-		    run_cost(s, pl, rh, re, false, &full, &rf);
-		if (rok && (!lok || rf <= lf)) {
-			run_cost(s, pl, rh, re, true, &full, &rf);
+		    run_cost(s, pl, rh, re, false, &full, &rc);
+		if (rok && (!lok || cheaper(&rc, &lc, pl->now))) {
+			run_cost(s, pl, rh, re, true, &full, &rc);
 			b = rh + PT_LEN(re);
 		} else if (lok) {
-			run_cost(s, pl, lh, le, true, &full, &lf);
+			run_cost(s, pl, lh, le, true, &full, &lc);
 			a = lh;
 		} else {
 			pl->n = n0;
@@ -222,13 +252,19 @@ do_window(struct store *s, struct plan *pl, uint64_t page, uint64_t need)
 	return pl->n > n0;
 }
 
-/* Chooses what to evict for an item of class cls, total bytes. */
+/*
+ * Chooses what to evict for an item of class cls, total bytes.  A class
+ * makes room from its own least recently used items, as in memcached,
+ * unless they are much younger than the oldest of all: then memory moves
+ * to it from where that oldest item is (memcached's automove, by age).
+ */
 static size_t
 do_plan(struct store *s, struct plan *pl, unsigned cls, size_t total)
 {
 	uint64_t need = cls < s->l.big_class ? s->l.slab_pages[cls] :
 	    big_pages(total), page;
 	unsigned i;
+	bool move;
 
 	pl->n = 0;
 	pl->ncand = 0;
@@ -242,20 +278,21 @@ do_plan(struct store *s, struct plan *pl, unsigned cls, size_t total)
 	do_sample(s, pl, cls);
 	if (pl->ncand == 0)
 		return 0;
-	/* Least recently used first, whatever its size; of a tie (the
-	 * clock counts seconds) the item of the class that needs room. */
-	if (cls < s->l.big_class && pl->same != NULL &&
-	    (item_expired(pl->same, pl->now) ||
-	    (uint64_t)age_of(pl->same, pl->now) + 1 >=
-	    age_of(pl->cand[0], pl->now))) {
+	move = pl->same == NULL || (!item_expired(pl->same, pl->now) &&
+	    age_of(pl->cand[0], pl->now) >
+	    2 * (uint64_t)age_of(pl->same, pl->now) + 1);
+	if (!move && cls < s->l.big_class) {
 		add_victim(s, pl, pl->same);
 		return 1;
 	}
+	if (!move && do_window(s, pl, page_of_off(s, item_off(s, pl->same)),
+	    need))
+		return pl->n;
 	for (i = 0; i < pl->ncand; i++)
 		if (do_window(s, pl, page_of_off(s, item_off(s, pl->cand[i])),
 		    need))
 			return pl->n;
-	if (pl->same != NULL) {
+	if (pl->same != NULL && cls < s->l.big_class) {
 		add_victim(s, pl, pl->same);
 		return 1;
 	}

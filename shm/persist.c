@@ -264,6 +264,8 @@ persist_open(struct store *s, const struct store_options *o, char *err,
 	struct stat sb;
 	int r;
 
+	if ((s->path = strdup(o->path)) == NULL)
+		return store_fail(err, errlen, "out of memory");
 	s->fd = open(o->path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW,
 	    0600);
 	if (s->fd == -1)
@@ -291,6 +293,41 @@ persist_open(struct store *s, const struct store_options *o, char *err,
 		return store_fail(err, errlen, "%s: %s", o->path,
 		    strerror(errno));
 	return 0;
+}
+
+int
+store_watch_file(struct store *s, char *msg, size_t msglen)
+{
+	struct stat sb;
+	uint64_t want;
+	int r;
+
+	if (s->fd == -1 || s->creator != getpid() || fstat(s->fd, &sb) == -1)
+		return 0;
+	want = PERSIST_HDR + image_len(s);
+	if ((uint64_t)sb.st_size >= want && sb.st_nlink > 0)
+		return 0;
+	if (sb.st_nlink == 0) {
+		if (s->file_gone)
+			return 0;
+		s->file_gone = true;
+		snprintf(msg, msglen, "%s was removed while corral runs; the "
+		    "store is in memory and unharmed, but corral -s cannot "
+		    "find it and the copy at the stop is lost", s->path);
+		return 1;
+	}
+	r = ftruncate(s->fd, (off_t)want) == 0 ?
+	    posix_fallocate(s->fd, 0, (off_t)want) : errno;
+	if (r == 0 && mark_live(s) == 0)
+		snprintf(msg, msglen, "%s was cut to %jd bytes while corral "
+		    "runs; the store is in memory and unharmed, and the file "
+		    "was made whole again", s->path, (intmax_t)sb.st_size);
+	else
+		snprintf(msg, msglen, "%s was cut to %jd bytes while corral "
+		    "runs; the store is in memory and unharmed, but the file "
+		    "cannot be restored: %s", s->path, (intmax_t)sb.st_size,
+		    strerror(r != 0 ? r : errno));
+	return 1;
 }
 
 void

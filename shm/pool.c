@@ -275,12 +275,15 @@ do_bin_fit(struct store *s, unsigned b, uint64_t len)
 }
 
 /*
- * Takes len pages from the smallest bin that has room; the rest of the
- * run goes back to its bin.  Returns the first page; the caller commits
- * the run with set_used_run().
+ * Takes len pages from the smallest bin that has room, from the low end
+ * of the run or (high) its high end; the rest of the run goes back to its
+ * bin.  Slabs taken low and big items high keep each kind together, so
+ * that making room for a big item seldom means emptying slabs of small
+ * ones.  Returns the first page; the caller commits the run with
+ * set_used_run().
  */
 static bool
-do_run_take(struct store *s, uint64_t len, uint64_t *page)
+do_run_take(struct store *s, uint64_t len, bool high, uint64_t *page)
 {
 	struct pool *p = pool_at(s);
 	unsigned b = bin_of(len);
@@ -301,12 +304,18 @@ do_run_take(struct store *s, uint64_t len, uint64_t *page)
 	}
 	have = PT_LEN(pt_get(s, h));
 	do_bin_remove(s, h, have);
-	if (have > len) {
+	if (have > len && high) {
+		set_free_run(s, h, have - len);
+		do_bin_insert(s, h, have - len);
+		*page = h + have - len;
+	} else if (have > len) {
 		set_free_run(s, h + len, have - len);
 		do_bin_insert(s, h + len, have - len);
+		*page = h;
+	} else {
+		*page = h;
 	}
 	TEST_HOOK(s, STORE_HOOK_POOL_SPLIT);
-	*page = h;
 	return true;
 }
 
@@ -433,7 +442,7 @@ do_slab_new(struct store *s, unsigned cls)
 	uint64_t h, k, n = slab_chunks(s, cls);
 	struct item *it;
 
-	if (!do_run_take(s, s->l.slab_pages[cls], &h))
+	if (!do_run_take(s, s->l.slab_pages[cls], false, &h))
 		return false;
 	/* Every header is written before the run is a slab, so a crash
 	 * never leaves old bytes that look like items in it. */
@@ -490,7 +499,7 @@ do_pool_alloc(struct store *s, unsigned ucls, size_t total, uint64_t hash,
 			return NULL;
 	} else {
 		n = big_pages(total);
-		if (!do_run_take(s, n, &h))
+		if (!do_run_take(s, n, true, &h))
 			return NULL;
 		it = (struct item *)page_at(s, h);
 	}

@@ -204,7 +204,7 @@ least_size(const struct store_options *o)
 			lo = t.size;
 	}
 	/* Round up to what a config would say. */
-	return ALIGN(hi, hi >= (64 << 20) ? (1 << 20) : (64 << 10));
+	return ALIGN(hi, hi >= (1 << 20) ? (1 << 20) : (64 << 10));
 }
 
 /* The whole layout follows from the options; the same options, the same. */
@@ -212,7 +212,7 @@ int
 layout_compute(struct layout *l, const struct store_options *o, char *err,
     size_t errlen)
 {
-	char a[32], b[32];
+	char a[32], b[32], c[32];
 
 	memset(l, 0, sizeof(*l));
 	if (layout_check(o, err, errlen) == -1)
@@ -222,7 +222,7 @@ layout_compute(struct layout *l, const struct store_options *o, char *err,
 		    "max_object %s with %u stripes and %u worker slots: "
 		    "at least %s", store_fmt_size(a, sizeof(a), o->size),
 		    store_fmt_size(b, sizeof(b), o->max_object), o->stripes,
-		    o->max_slots, store_fmt_size(b, sizeof(b),
+		    o->max_slots, store_fmt_size(c, sizeof(c),
 		    least_size(o)));
 	return 0;
 }
@@ -582,6 +582,7 @@ store_destroy(struct store *s)
 			close(s->efd[i]);
 	free(s->efd);
 	free(s->wake);
+	free(s->path);
 	free(s);
 }
 

@@ -203,6 +203,12 @@ int store_stats_read_file(const char *path, struct store_stats *out,
     char *err, size_t errlen);
 /* Unmaps; the creator writes the file (the whole store with persist). */
 void store_destroy(struct store *s);
+/*
+ * Master, now and then: 1 (and what happened, for the log) if the file
+ * was cut or replaced since the last call.  The store itself is never in
+ * danger; the file is made whole again for the copy at the stop.
+ */
+int store_watch_file(struct store *s, char *msg, size_t msglen);
 
 /* The largest value this store takes (kept from its start until a restart). */
 size_t store_max_object(const struct store *s);

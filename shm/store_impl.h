@@ -201,6 +201,8 @@ struct victim {
 struct store {
 	char *base;
 	int fd;			/* the file (master only), or -1 */
+	char *path;		/* its name */
+	bool file_gone;		/* its removal was reported */
 	int memfd;		/* the memory of the store */
 	int *efd;		/* one eventfd a slot */
 	struct layout l;	/* computed here, never read from the map */

@@ -13,7 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include <xxhash.h>
 
 #include "master/config.h"
 #include "master/log.h"
@@ -328,12 +327,14 @@ lock(struct cache_req *cr)
 	struct store_ref ref, lref;
 	struct cache_obj co;
 	enum store_result lr;
+	uint64_t token;
 
 	cr->lkey[0] = cr->okey[0] == CACHE_NS_URL ? CACHE_NS_URL_LEASE :
 	    CACHE_NS_VARIANT_LEASE;
 	memcpy(cr->lkey + 1, cr->okey + 1, cr->oklen - 1);
 	cr->lklen = cr->oklen;
 	lr = store_lookup(s, cr->lkey, cr->lklen, &lref);
+	token = lref.wait_token;	/* a release empties the ref */
 	if (lr == STORE_HIT || lr == STORE_STALE_LEASE ||
 	    lr == STORE_STALE_WAIT)
 		store_release(s, &lref);
@@ -356,10 +357,9 @@ lock(struct cache_req *cr)
 		if (stale_ok(cr, CACHE_STALE_UPDATING) &&
 		    serve_stale(cr, XC_UPDATING))
 			return CACHE_ANSWERED;
-		/* The store's own name for the key would let it wake us
-		 * alone (store_ref.wait_token); until it gives one, a hash
-		 * of the key stands in. */
-		cr->token = XXH3_64bits(cr->lkey, cr->lklen);
+		/* The store's name for the key: the end of its lease wakes
+		 * this worker with it (worker.c, wake_cb). */
+		cr->token = token;
 		return CACHE_WAIT;
 	default:
 		return CACHE_FETCH;	/* no lock to be had: fill anyway */

@@ -39,6 +39,7 @@ struct worker worker;
 static struct event **accept_evs;
 static struct event *accept_resume_ev;
 static struct event *wake_ev;
+static unsigned wake_slot;		/* this worker's slot in the store */
 static bool accept_paused;
 
 void
@@ -215,22 +216,30 @@ drop_privileges(const struct runtime *rt)
 	prctl(PR_SET_DUMPABLE, 1);
 }
 
-/* A lease that requests of this worker wait on has ended. */
+/*
+ * A lease that requests of this worker wait on has ended: the store
+ * queued the tokens of those keys only (see shm/store.h), so only their
+ * waiters look again; everyone when the store lost some (overflow).
+ */
 static void
 wake_cb(evutil_socket_t fd, short what, void *arg)
 {
-	uint64_t n;
+	uint64_t n, tokens[64];
+	size_t got, i;
+	bool overflow, all = false;
 
 	if (read(fd, &n, sizeof(n)) == -1 && errno != EAGAIN)
 		log_at(L_ERROR, errno, "store wake fd");
 	worker_update_time();
-	/*
-	 * Hook for the store's per-key wake-ups: once it reports the
-	 * tokens of the keys whose lease ended (store_wake_drain), wake
-	 * those with waitlist_wake(token), and everyone only when it lost
-	 * some (overflow).  Until then every waiter looks again.
-	 */
-	waitlist_wake_all();
+	do {
+		got = store_wake_drain(worker.store, wake_slot, tokens, 64,
+		    &overflow);
+		for (i = 0; i < got && !all; i++)
+			waitlist_wake(tokens[i]);
+		all |= overflow;
+	} while (got == 64);
+	if (all)
+		waitlist_wake_all();
 }
 
 void
@@ -263,6 +272,7 @@ worker_main(const struct runtime *rt, int slot, unsigned gen,
 			fatalx("cannot attach to the cache as slot %d",
 			    store_slot);
 		worker.store = rt->store;
+		wake_slot = (unsigned)store_slot;
 	}
 	if (rt->tls_store != NULL && rt->tls_store != rt->store &&
 	    store_attach(rt->tls_store, (unsigned)store_slot) == -1)

@@ -65,6 +65,16 @@ def _stampede(case):
         fmt_lat(r.p99_us)), r.met(case.delay_ms)
 
 
+def _store_fill(case):
+    c, m = case.get("corral"), case.get("memcached")
+    if c is None or c.fill is None:
+        return "no result from corral", None
+    if m is None or m.fill is None:
+        return "%.1f%% (no memcached)" % (100 * c.fill), None
+    return "%.1f%% vs %.1f%%" % (100 * c.fill, 100 * m.fill), \
+        c.fill >= m.fill
+
+
 def _conns_growth(case):
     r = case.get("corral")
     if r is None or r.growth is None:
@@ -167,6 +177,8 @@ TARGETS = (
        "CPU/request", "nginx", 0.7),
     vs("tls", "req-100b", "TLS 100 B keep-alive, kTLS off, CPU/request",
        "nginx", 0.7),
+    Target("store", "fill", "store: share of 64 MiB held at the first "
+           "eviction", "≥ memcached -m 64's", _store_fill),
     Target("conns", "levels", "10,000 connections: CPU/request vs at 100",
            "≤ 1.20×", _conns_growth),
     Target("conns", "levels", "memory per idle connection",

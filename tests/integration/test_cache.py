@@ -131,23 +131,33 @@ class CacheTest(CorralTestCase):
 
     @unittest.skipUnless(os.geteuid() == 0 and shutil.which('unshare'),
                          'needs root and unshare to mount a small tmpfs')
-    def test_full_filesystem_fails_at_start(self):
+    def test_full_filesystem_fails_at_start_and_in_t(self):
+        # With persist the file gets a copy of the whole store at each
+        # clean stop: there must be room for it.  corral -t says so too.
         c = self.make()
         small = os.path.join(c.tmp, 'small')
         os.mkdir(small)
         c.directives['cache'] = cache_section(
-            os.path.join(small, 'cache.store'), size='64m')
+            os.path.join(small, 'cache.store'), size='64m', persist='on')
         with open(c.conf_path, 'w') as f:
             f.write(c.config_text())
-        out = subprocess.run(
-            ['unshare', '-m', 'sh', '-c',
-             'mount -t tmpfs -o size=1m tmpfs "$1" && exec "$2" -f -c "$3"',
-             'sh', small, BIN, c.conf_path],
-            capture_output=True, text=True, timeout=30)
-        if 'mount' in out.stderr and out.returncode != 1:
-            self.skipTest('cannot mount here: ' + out.stderr)
-        self.assertEqual(out.returncode, 1, out.stderr)
-        self.assertRegex(out.stderr, r'cache: .*No space left on device')
+        out = {}
+        for mode in ('-t', '-f'):
+            out[mode] = subprocess.run(
+                ['unshare', '-m', 'sh', '-c',
+                 'mount -t tmpfs -o size=1m tmpfs "$1" && '
+                 'exec "$2" "$4" -c "$3"',
+                 'sh', small, BIN, c.conf_path, mode],
+                capture_output=True, text=True, timeout=30)
+            if 'mount' in out[mode].stderr and out[mode].returncode != 1:
+                self.skipTest('cannot mount here: ' + out[mode].stderr)
+            self.assertEqual(out[mode].returncode, 1, out[mode].stderr)
+            self.assertRegex(out[mode].stderr,
+                             r'cache: .*cache.store: no room for the store '
+                             r'file: it needs \d+[kmg]?, the filesystem '
+                             r'has \d+[kmg]?\n')
+        self.assertIn(out['-t'].stderr.strip().split('corral: ')[-1],
+                      out['-f'].stderr)
 
 
 if __name__ == '__main__':

@@ -207,3 +207,70 @@ Test(store_lease, lease_owner_killed_one_waiter_takes_over, .timeout = 30)
 	cr_assert_eq(st.lease_grants, 2);
 	store_destroy(h.s);
 }
+
+/* ---- wakeups keyed by object ---- */
+
+static bool
+readable(struct store *s, unsigned slot)
+{
+	struct pollfd p = { .fd = store_wake_fd(s, slot), .events = POLLIN };
+
+	return poll(&p, 1, 0) == 1;
+}
+
+/*
+ * Eight processes wait on two keys of one stripe: the fill of one key
+ * wakes only its own waiters, with its token (issue 13: the wakeup is
+ * keyed by the object, not by the stripe).
+ */
+Test(store_lease, a_fill_wakes_only_its_keys_waiters, .timeout = 30)
+{
+	struct store *s = mk(4 << 20, 1, 4096, 16);
+	struct store_ref ref;
+	uint64_t tok[8], v;
+	bool overflow;
+	int res[2], i;
+	pid_t pid[8];
+	char c;
+
+	cr_assert_eq(store_attach(s, 0), 0);
+	cr_assert_eq(store_lookup(s, "a", 1, &ref), STORE_LEASE);
+	cr_assert_eq(store_lookup(s, "b", 1, &ref), STORE_LEASE);
+	cr_assert_eq(pipe(res), 0);
+	for (i = 0; i < 8; i++) {
+		if ((pid[i] = fork_child()) == 0) {
+			const char *k = i < 4 ? "a" : "b";
+
+			if (store_attach(s, (unsigned)i + 1) == -1 ||
+			    store_lookup(s, k, 1, &ref) != STORE_WAIT ||
+			    ref.wait_token != store_key_token(s, k, 1) ||
+			    write(res[1], "w", 1) != 1)
+				_exit(3);
+			_exit(0);
+		}
+	}
+	for (i = 0; i < 8; i++) {
+		cr_assert_eq(read(res[0], &c, 1), 1);
+		wait_ok(pid[i]);
+	}
+	cr_assert_eq(store_set(s, "b", 1, "B", 1, 0, 0), STORE_OK);
+	for (i = 0; i < 8; i++)
+		cr_assert_eq(readable(s, (unsigned)i + 1), i >= 4,
+		    "slot %d", i + 1);
+	for (i = 4; i < 8; i++) {
+		cr_assert_eq(read(store_wake_fd(s, (unsigned)i + 1), &v,
+		    sizeof(v)), (ssize_t)sizeof(v));
+		cr_assert_eq(store_wake_drain(s, (unsigned)i + 1, tok, 8,
+		    &overflow), 1);
+		cr_assert_eq(tok[0], store_key_token(s, "b", 1));
+		cr_assert(!overflow);
+	}
+	cr_assert_eq(store_lease_release(s, "a", 1), STORE_OK);
+	for (i = 0; i < 4; i++) {
+		cr_assert(readable(s, (unsigned)i + 1), "slot %d", i + 1);
+		cr_assert_eq(store_wake_drain(s, (unsigned)i + 1, tok, 8,
+		    &overflow), 1);
+		cr_assert_eq(tok[0], store_key_token(s, "a", 1));
+	}
+	store_destroy(s);
+}

@@ -341,12 +341,22 @@ Test(store_persist, file_cut_while_running)
 
 	snprintf(path, sizeof(path), "%s/cache", dir);
 	s = mk_file(path, 4 << 20, 4, true, err, sizeof(err));
+	cr_assert_eq(store_watch_file(s, err, sizeof(err)), 0);
 	set_str(s, "a", "apple", 0);
 	cr_assert_eq(truncate(path, 0), 0);
 	set_str(s, "b", "banana", 0);
 	expect(s, "a", "apple");
 	expect(s, "b", "banana");
 	cr_assert_eq(store_stats_read_file(path, &st, err, sizeof(err)), -1);
+	/* The master's next look finds it, says so, and mends the file. */
+	cr_assert_eq(store_watch_file(s, err, sizeof(err)), 1);
+	cr_assert(strstr(err, "was cut to 0 bytes while corral runs; the "
+	    "store is in memory and unharmed, and the file was made whole "
+	    "again") != NULL, "%s", err);
+	cr_assert_eq(store_watch_file(s, err, sizeof(err)), 0);
+	cr_assert_eq(store_stats_read_file(path, &st, err, sizeof(err)), 0,
+	    "%s", err);
+	cr_assert_eq(st.items, 2);
 	store_destroy(s);
 	/* The clean stop wrote it again, whole. */
 	s = mk_file(path, 4 << 20, 4, true, err, sizeof(err));

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
 #include <unistd.h>
 
 #include <criterion/criterion.h>
@@ -405,5 +406,253 @@ Test(store_procs, killed_while_writing_a_value, .timeout = 20)
 	expect_val(s, "a", "new-a");
 	store_stats(s, &st);
 	cr_assert_eq(st.lock_recoveries, 0);
+	store_destroy(s);
+}
+
+/* ---- killed inside the pool lock, or while evicting ---- */
+
+/* Stops where the hook runs, the first time, until the parent says go. */
+static void
+pause_then_go(void *arg)
+{
+	struct handshake *h = arg;
+	static bool done;
+	char c;
+
+	if (done)
+		return;
+	done = true;
+	if (write(h->in[1], "x", 1) != 1)
+		_exit(5);
+	if (read(h->go[0], &c, 1) != 1)
+		_exit(6);
+}
+
+static char big[256 << 10];
+
+static void
+check_ok(struct store *s)
+{
+	char err[512];
+
+	cr_assert_eq(store_test_check(s, err, sizeof(err)), 0, "%s", err);
+}
+
+/*
+ * A child stops at point (inside the pool lock), holding what it holds
+ * there; another process then needs the pool, and the child is killed.
+ * The other process must go on, the pool be whole again, and every value
+ * that was stored still be there, intact.
+ */
+static void
+kill_at(enum store_hook_point point, void (*op)(struct store *))
+{
+	struct store *s = mk(8 << 20, 4, 256 << 10, 4);
+	struct handshake h;
+	struct store_stats st;
+	char key[32];
+	pid_t holder, other;
+	int i;
+
+	cr_assert_eq(store_attach(s, 0), 0);
+	for (i = 0; i < 40; i++) {
+		snprintf(key, sizeof(key), "keep:%d", i);
+		memset(big, 'a' + i % 26, sizeof(big));
+		cr_assert_eq(store_set(s, key, strlen(key), big,
+		    (size_t)(i % 4 ? 100 + i : 30000 + i), 0, 0), STORE_OK);
+	}
+	handshake_init(&h);
+	if ((holder = fork_child()) == 0) {
+		if (store_attach(s, 1) == -1)
+			_exit(3);
+		store_test_set_hook(s, point, pause_here, &h);
+		op(s);
+		_exit(7);
+	}
+	handshake_wait(&h);
+	/* Needs the pool: queues on the held lock, or comes after. */
+	if ((other = fork_child()) == 0) {
+		if (store_attach(s, 2) == -1 ||
+		    store_set(s, "other", 5, big, 50000, 0, 0) != STORE_OK ||
+		    store_set(s, "other2", 6, "x", 1, 0, 0) != STORE_OK)
+			_exit(8);
+		_exit(0);
+	}
+	kill_wait(holder);
+	wait_ok(other);
+	store_reap_slot(s, 1);
+	check_ok(s);
+	for (i = 0; i < 40; i++) {
+		struct store_ref ref;
+		size_t len = (size_t)(i % 4 ? 100 + i : 30000 + i), k;
+
+		snprintf(key, sizeof(key), "keep:%d", i);
+		cr_assert_eq(store_get(s, key, strlen(key), &ref), STORE_HIT,
+		    "%s", key);
+		cr_assert_eq(ref.len, len);
+		for (k = 0; k < len; k++)
+			cr_assert_eq(((const char *)ref.data)[k],
+			    'a' + i % 26, "%s byte %zu", key, k);
+		store_release(s, &ref);
+	}
+	store_stats(s, &st);
+	cr_assert_geq(st.lock_recoveries, 1);
+	cr_assert_eq(st.corruptions, 0);
+	/* And it keeps working. */
+	for (i = 0; i < 200; i++) {
+		snprintf(key, sizeof(key), "after:%d", i);
+		cr_assert_eq(store_set(s, key, strlen(key), big,
+		    (size_t)(i * 997 % 60000), 0, 0), STORE_OK);
+	}
+	check_ok(s);
+	store_destroy(s);
+}
+
+static void
+op_new_run(struct store *s)
+{
+	store_set(s, "newbig", 6, big, 100000, 0, 0);
+}
+
+static void
+op_new_slab(struct store *s)
+{
+	/* A size no slab had yet. */
+	store_set(s, "newsmall", 8, big, 3000, 0, 0);
+}
+
+static void
+op_free_run(struct store *s)
+{
+	store_set(s, "tmp", 3, big, 100000, 0, 0);
+	store_delete(s, "tmp", 3);
+}
+
+Test(store_procs, killed_while_splitting_a_free_run, .timeout = 30)
+{
+	kill_at(STORE_HOOK_POOL_SPLIT, op_new_run);
+}
+
+Test(store_procs, killed_while_cutting_a_slab, .timeout = 30)
+{
+	kill_at(STORE_HOOK_CARVE, op_new_slab);
+}
+
+Test(store_procs, killed_while_freeing_a_run, .timeout = 30)
+{
+	kill_at(STORE_HOOK_POOL_FREE, op_free_run);
+}
+
+/*
+ * Victims are chosen under the pool lock and evicted later under their
+ * own: one pinned in between stays, and its value stays intact.
+ */
+Test(store_procs, victim_pinned_between_plan_and_eviction, .timeout = 30)
+{
+	struct store *s = mk(4 << 20, 1, 64 << 10, 4);
+	struct handshake h;
+	struct store_ref ref[64];
+	struct store_stats st;
+	char key[32];
+	pid_t pid;
+	int n, i, pinned = 0;
+
+	cr_assert_eq(store_attach(s, 0), 0);
+	memset(big, 'p', sizeof(big));
+	for (n = 0;; n++) {
+		snprintf(key, sizeof(key), "k:%d", n);
+		cr_assert_eq(store_set(s, key, strlen(key), big, 40000, 0, 0),
+		    STORE_OK);
+		store_stats(s, &st);
+		if (st.evictions > 0)
+			break;
+	}
+	handshake_init(&h);
+	if ((pid = fork_child()) == 0) {
+		if (store_attach(s, 1) == -1)
+			_exit(3);
+		store_test_set_hook(s, STORE_HOOK_EVICT, pause_then_go, &h);
+		if (store_set(s, "late", 4, big, 40000, 0, 0) != STORE_OK)
+			_exit(4);
+		_exit(0);
+	}
+	handshake_wait(&h);
+	/* Pin what is oldest: the victims just chosen. */
+	for (i = 0; i <= n && pinned < 64; i++) {
+		snprintf(key, sizeof(key), "k:%d", i);
+		if (store_get(s, key, strlen(key), &ref[pinned]) == STORE_HIT)
+			pinned++;
+	}
+	cr_assert_eq(write(h.go[1], "g", 1), 1);
+	wait_ok(pid);
+	for (i = 0; i < pinned; i++) {
+		cr_assert_eq(ref[i].len, 40000);
+		cr_assert_eq(((const char *)ref[i].data)[39999], 'p');
+		store_release(s, &ref[i]);
+	}
+	check_ok(s);
+	store_destroy(s);
+}
+
+/*
+ * Processes doing random traffic are killed at random moments, often
+ * inside a lock; after each kill and reap the store is whole and every
+ * value read back is the one written.
+ */
+struct chaos {
+	uint64_t *ops;		/* shared: operations done by the child */
+};
+
+Test(store_procs, killed_at_random_moments, .timeout = 120)
+{
+	struct store *s = mk(4 << 20, 4, 64 << 10, 4);
+	uint64_t *ops = mmap(NULL, sizeof(*ops), PROT_READ | PROT_WRITE,
+	    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	struct store_stats st;
+	struct store_ref ref;
+	char key[32];
+	int round, i, present = 0;
+	pid_t pid;
+
+	cr_assert_neq(ops, MAP_FAILED);
+	cr_assert_eq(store_attach(s, 0), 0);
+	for (round = 0; round < 150; round++) {
+		uint64_t start, want = 50 + (uint64_t)(round * 7919 % 400);
+
+		start = __atomic_load_n(ops, __ATOMIC_RELAXED);
+		if ((pid = fork_child()) == 0) {
+			struct worker *w = calloc(1, sizeof(*w));
+
+			if (w == NULL || store_attach(s, 1) == -1)
+				_exit(3);
+			w->s = s;
+			w->id = 1;
+			w->rng = 0x9e3779b97f4a7c15ULL * (uint64_t)(round + 3);
+			for (;;) {
+				do_op(w);
+				__atomic_fetch_add(ops, 1, __ATOMIC_RELAXED);
+			}
+		}
+		/* No sleep: kill as soon as it has done some work. */
+		while (__atomic_load_n(ops, __ATOMIC_RELAXED) - start < want)
+			sched_yield();
+		kill_wait(pid);
+		store_reap_slot(s, 1);
+		check_ok(s);
+	}
+	for (i = 0; i < NKEYS; i++) {
+		snprintf(key, sizeof(key), "key:%d", i);
+		if (store_get(s, key, strlen(key), &ref) == STORE_HIT) {
+			cr_assert(val_ok(ref.data, ref.len, (unsigned)i),
+			    "key %d torn", i);
+			present++;
+			store_release(s, &ref);
+		}
+	}
+	store_stats(s, &st);
+	cr_log_info("%d present, %llu lock recoveries", present,
+	    (unsigned long long)st.lock_recoveries);
+	cr_assert_eq(st.items, (uint64_t)present);
+	cr_assert_gt(st.lock_recoveries, 0, "no kill landed in a lock");
 	store_destroy(s);
 }

@@ -1,7 +1,12 @@
-"""Suite store: corral's shared-memory store on its own, through
-bench/store_bench: get (hit) and set of a 4000 B value from 1 and 2
-processes, next to memcached get over loopback with the same value, in
-the same run.  The table is operations per second, not CPU per request.
+"""Suite store: corral's shared-memory store on its own.
+
+- bench/store_bench: get (hit) and set of a 4000 B value from 1 and 2
+  processes, next to memcached get over loopback with the same value, in
+  the same run.  The table is operations per second, not CPU per request.
+- bench/store_fill: how much of 64 MiB the store holds when it first
+  evicts, next to a fresh memcached -m 64 given the same values (sizes
+  log-uniform from 100 B to 512 KiB), and how many of the values a random
+  read finds after 128 MiB of them were written (issue 13).
 """
 
 import os
@@ -106,6 +111,106 @@ def _store_bench(ctx):
              "bench/store_bench' in corral's build dir does), skipped"
              % (NAME, path))
     return None
+
+
+def _store_fill(ctx):
+    """Path of store_fill, beside store_bench; None if there is none."""
+    if ctx.build is not None:
+        return ctx.build("bench/store_fill")
+    path = os.path.join(os.path.dirname(ctx.corral_bin), "bench",
+                        "store_fill")
+    return path if os.access(path, os.X_OK) else None
+
+
+class FillResult:
+    """One row of the fill table: corral's store or memcached."""
+
+    def __init__(self, server, values):
+        self.server = server
+        self.fill = values.get(server + "_fill")
+        self.self = values.get(server + "_self")
+        self.values = values.get(server + "_values")
+        self.hits = values.get(server + "_hits")
+        self.byte_hits = values.get(server + "_byte_hits")
+        self.note = ""
+
+
+def _fill(ctx):
+    """The fill case, against a memcached of its own (a fresh one: the
+    ops rows leave theirs with pages given to one size)."""
+    path = _store_fill(ctx)
+    if path is None:
+        ctx.note("%s: no store_fill beside corral's binary, the fill case "
+                 "is skipped" % NAME)
+        return None
+    mc = None
+    if "memcached" in ctx.tools:
+        mc = Memcached(ctx, ctx.tools["memcached"])
+        try:
+            mc.start(NAME + "-fill", MEMCACHED_CPUS)
+            ctx.running.append(mc)
+        except ServerFailed as e:
+            ctx.note("%s: memcached did not start, the fill case has no "
+                     "memcached row: %s" % (NAME, e))
+            mc = None
+    try:
+        proc = subprocess.run([path, str(mc.port if mc else 0)],
+                              capture_output=True, text=True, timeout=600)
+    finally:
+        if mc is not None and mc.proc is not None:
+            mc.stop()
+            ctx.running.remove(mc)
+    values = {}
+    for line in proc.stdout.splitlines():
+        name, _, v = line.partition(" ")
+        try:
+            values[name] = float(v)
+        except ValueError:
+            pass
+    rows = [FillResult("corral", values)]
+    if mc is not None:
+        rows.append(FillResult("memcached", values))
+    if proc.returncode or rows[0].fill is None:
+        ctx.failures.append("%s fill: store_fill exited with %d: %s" % (
+            NAME, proc.returncode, proc.stderr.strip()[-300:]))
+    for r in rows:
+        if r.fill is None:
+            r.note = (proc.stderr.strip().splitlines() or
+                      ["no result"])[-1].strip("# ")
+    case = Case(NAME, "fill", "64 MiB of values sized 100 B to 512 KiB "
+                "(log-uniform): held at the first eviction, and found by "
+                "a random read after 128 MiB were written",
+                "bench/store_fill; corral's store made as the master makes "
+                "it (16 stripes, max_object 1m); %s" % (
+                    "%s -m 64 -t 1, fresh" % mc.version() if mc else
+                    "no memcached"))
+    case.kind = "fill"
+    case.table = fill_table
+    case.results = rows
+    for r in rows:
+        say("  %-10s held at the first eviction %s, hits after a random "
+            "read %s (bytes %s)" % (r.server, _pct(r.fill), _pct(r.hits),
+                                    _pct(r.byte_hits)))
+    return case
+
+
+def _pct(v):
+    return "-" if v is None else "%.1f%%" % (100 * v)
+
+
+def fill_table(case):
+    """The fill case's table: one row for each store."""
+    lines = [
+        "| store | held at the first eviction | (its own count) | values "
+        "by then | found by a random read | (bytes) | notes |",
+        "|---|--:|--:|--:|--:|--:|---|",
+    ]
+    for r in case.results:
+        lines.append("| %s | %s | %s | %s | %s | %s | %s |" % (
+            r.server, _pct(r.fill), _pct(r.self),
+            "-" if r.values is None else "%d" % r.values, _pct(r.hits),
+            _pct(r.byte_hits), r.note))
+    return "\n".join(lines)
 
 
 def _children_cpu():
@@ -255,6 +360,7 @@ def run(ctx):
     case = Case(NAME, "ops", "4000 B values, operations per second", load)
     case.kind = "ops"
     case.results = results
+    fill = _fill(ctx)
     for r in results:
         say("  %-24s %d proc  CPU %-20s %11s ops/s %7s%s" % (
             r.op, r.procs, r.cpus, _fmt(r.ops_per_sec), fmt_times(r.ratio),
@@ -266,4 +372,4 @@ def run(ctx):
         else:
             ctx.failures.append("%s %s, %d process(es): %s" % (
                 NAME, r.op, r.procs, r.note))
-    return [case]
+    return [case] + ([fill] if fill is not None else [])
