@@ -95,14 +95,17 @@ proc_started(long pid)
 	return v;
 }
 
+/* All of len bytes at off, written (out) or read; 0 or -1. */
 static int
-write_all(int fd, const void *buf, size_t len, off_t off)
+io_all(int fd, void *buf, size_t len, off_t off, bool out)
 {
-	const char *p = buf;
+	char *p = buf;
+	size_t part;
 	ssize_t n;
 
 	while (len > 0) {
-		n = pwrite(fd, p, len < IO_CHUNK ? len : IO_CHUNK, off);
+		part = len < IO_CHUNK ? len : IO_CHUNK;
+		n = out ? pwrite(fd, p, part, off) : pread(fd, p, part, off);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0)
@@ -115,22 +118,15 @@ write_all(int fd, const void *buf, size_t len, off_t off)
 }
 
 static int
+write_all(int fd, const void *buf, size_t len, off_t off)
+{
+	return io_all(fd, (void *)(uintptr_t)buf, len, off, true);
+}
+
+static int
 read_all(int fd, void *buf, size_t len, off_t off)
 {
-	char *p = buf;
-	ssize_t n;
-
-	while (len > 0) {
-		n = pread(fd, p, len < IO_CHUNK ? len : IO_CHUNK, off);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return -1;
-		p += n;
-		off += n;
-		len -= (size_t)n;
-	}
-	return 0;
+	return io_all(fd, buf, len, off, false);
 }
 
 static int

@@ -66,13 +66,7 @@ pt_set(struct store *s, uint64_t page, uint64_t e)
 void
 pool_mutex_init(struct pool *p)
 {
-	pthread_mutexattr_t ma;
-
-	pthread_mutexattr_init(&ma);
-	pthread_mutexattr_setpshared(&ma, PTHREAD_PROCESS_SHARED);
-	pthread_mutexattr_setrobust(&ma, PTHREAD_MUTEX_ROBUST);
-	pthread_mutex_init(&p->mutex, &ma);
-	pthread_mutexattr_destroy(&ma);
+	robust_mutex_init(&p->mutex);
 	p->busy = 0;
 }
 

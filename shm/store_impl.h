@@ -304,6 +304,7 @@ bool item_evictable(const struct item *it);
 unsigned item_lru(const struct store *s, const struct item *it);
 uint32_t item_csum(const struct item *it);
 uint32_t value_csum(const void *val, size_t len);
+void robust_mutex_init(pthread_mutex_t *m);
 void stripe_mutex_init(struct stripe *st);
 void stripe_init(struct store *s, unsigned si);
 int stripe_lock(struct store *s, unsigned si);

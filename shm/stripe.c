@@ -208,16 +208,23 @@ follow(struct store *s, uint64_t off)
 	return it;
 }
 
+/* A process-shared mutex whose holder's death the next locker learns. */
 void
-stripe_mutex_init(struct stripe *st)
+robust_mutex_init(pthread_mutex_t *m)
 {
 	pthread_mutexattr_t ma;
 
 	pthread_mutexattr_init(&ma);
 	pthread_mutexattr_setpshared(&ma, PTHREAD_PROCESS_SHARED);
 	pthread_mutexattr_setrobust(&ma, PTHREAD_MUTEX_ROBUST);
-	pthread_mutex_init(&st->mutex, &ma);
+	pthread_mutex_init(m, &ma);
 	pthread_mutexattr_destroy(&ma);
+}
+
+void
+stripe_mutex_init(struct stripe *st)
+{
+	robust_mutex_init(&st->mutex);
 	st->busy = 0;
 }
 
