@@ -420,8 +420,11 @@ main(int argc, char **argv)
 		fprintf(stderr, "usage: store_fill [memcached_port [mib]]\n");
 		return 2;
 	}
-	if (run_corral(&q, size, &cr) == -1)
+	if (run_corral(&q, size, &cr) == -1) {
+		free(q.len);
+		free(q.order);
 		return 1;
+	}
 	printf("corral_fill %.4f\ncorral_values %zu\ncorral_hits %.4f\n"
 	    "corral_byte_hits %.4f\n", cr.fill, cr.values, cr.hits,
 	    cr.byte_hits);
@@ -429,11 +432,15 @@ main(int argc, char **argv)
 	if (port <= 0 || run_memcached(&q, port, &mr) == -1) {
 		fprintf(stderr, "# memcached: cannot use 127.0.0.1:%d, "
 		    "skipped\n", port);
+		free(q.len);
+		free(q.order);
 		return 0;
 	}
 	printf("memcached_fill %.4f\nmemcached_self %.4f\n"
 	    "memcached_values %zu\nmemcached_hits %.4f\n"
 	    "memcached_byte_hits %.4f\n", mr.fill, mr.self, mr.values,
 	    mr.hits, mr.byte_hits);
+	free(q.len);
+	free(q.order);
 	return 0;
 }

@@ -13,6 +13,12 @@
 
 #include <criterion/criterion.h>
 
+/* What a test saw, for the log (cr_log_info leaks in parallel runs). */
+#define test_note(...) do { \
+	fprintf(stderr, "[note] " __VA_ARGS__); \
+	fputc('\n', stderr); \
+} while (0)
+
 #include "shm/store.h"
 #include "shm/store_test.h"
 
@@ -119,7 +125,7 @@ Test(store_pool, fills_before_it_evicts, .timeout = 120)
 	double f64 = fill_fraction(64 << 20, 64, 512 << 10);
 	double small = fill_fraction(16 << 20, 16, 4096);
 
-	cr_log_info("held at the first eviction: %.3f (16 stripes), %.3f "
+	test_note("held at the first eviction: %.3f (16 stripes), %.3f "
 	    "(64 stripes), %.3f (small values)", f16, f64, small);
 	cr_assert_geq(f16, 0.85, "16 stripes: %.3f", f16);
 	cr_assert_geq(f64, 0.85, "64 stripes: %.3f", f64);
@@ -206,7 +212,7 @@ Test(store_pool, big_values_find_contiguous_room, .timeout = 60)
 		store_delete(s, key, strlen(key));
 	}
 	store_test_pool(s, &freep, &longest);
-	cr_log_info("free pages %llu, longest run %llu",
+	test_note("free pages %llu, longest run %llu",
 	    (unsigned long long)freep, (unsigned long long)longest);
 	for (i = 0; i < 20; i++) {
 		snprintf(key, sizeof(key), "huge:%d", i);
@@ -257,7 +263,7 @@ Test(store_pool, eviction_follows_recency_across_stripes, .timeout = 60)
 		else
 			untouched++;
 	}
-	cr_log_info("evicted: %d used, %d unused", touched, untouched);
+	test_note("evicted: %d used, %d unused", touched, untouched);
 	cr_assert_geq(untouched, n / 4 - 50);
 	cr_assert_leq(touched, n / 100 + 5, "%d recently used evicted",
 	    touched);
@@ -311,7 +317,7 @@ Test(store_pool, invariants_after_random_traffic, .timeout = 120)
 		store_release(s, &held[i]);
 	cr_assert_eq(store_test_check(s, err, sizeof(err)), 0, "%s", err);
 	store_stats(s, &st);
-	cr_log_info("sets %llu evictions %llu nomem %llu items %llu",
+	test_note("sets %llu evictions %llu nomem %llu items %llu",
 	    (unsigned long long)st.sets, (unsigned long long)st.evictions,
 	    (unsigned long long)st.nomem, (unsigned long long)st.items);
 	cr_assert_gt(st.evictions, 0, "the test must press memory");
