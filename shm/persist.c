@@ -262,11 +262,14 @@ persist_open(struct store *s, const struct store_options *o, char *err,
 
 	if ((s->path = strdup(o->path)) == NULL)
 		return store_fail(err, errlen, "out of memory");
-	s->fd = open(o->path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW,
-	    0600);
-	if (s->fd == -1)
+	if (o->open_file != NULL) {
+		if ((s->fd = o->open_file(o->path, err, errlen)) == -1)
+			return -1;
+	} else if ((s->fd = open(o->path, O_RDWR | O_CREAT | O_CLOEXEC |
+	    O_NOFOLLOW, 0600)) == -1) {
 		return store_fail(err, errlen, "%s: %s", o->path,
 		    strerror(errno));
+	}
 	if (fstat(s->fd, &sb) == -1 || !S_ISREG(sb.st_mode))
 		return store_fail(err, errlen, "%s: not a regular file",
 		    o->path);

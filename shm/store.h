@@ -57,6 +57,9 @@ struct store;
 
 struct store_options {
 	const char *path;	/* file for a copy and corral -s; NULL: none */
+	/* Opens path read-write (created if missing); NULL: open(2) with
+	 * O_NOFOLLOW.  The master passes its checks (master/fsafe.c). */
+	int (*open_file)(const char *path, char *err, size_t errlen);
 	size_t size;		/* bytes of the whole mapping */
 	unsigned stripes;	/* lock stripes, a power of two */
 	size_t max_object;	/* largest value stored */
@@ -80,6 +83,8 @@ enum store_result {
 	STORE_NOMEM,		/* nothing could be evicted to make room */
 	STORE_NOREF,		/* this slot holds max_refs pins already */
 	STORE_EINVAL,		/* bad key or argument, or not attached */
+	STORE_UNCHANGED,	/* store_update(): fn left the key alone;
+				   store_acquire(): max holders already */
 };
 
 /* When a conditional store goes ahead (memcached's set/add/replace/cas). */
@@ -190,6 +195,32 @@ enum store_result store_delete(struct store *s, const void *key,
 /* Gives up this slot's lease on key; the waiters are woken. */
 enum store_result store_lease_release(struct store *s, const void *key,
     size_t klen);
+
+/*
+ * A read-modify-write of a small value, atomic across processes: under the
+ * key's stripe lock, fn gets the value (NULL and 0 when there is none or it
+ * expired) and writes the new one at out, which has room for
+ * STORE_UPDATE_MAX bytes, returning its length, or -1 to leave the key
+ * alone.  fn must be pure: no I/O, no locks, no store calls; it may run
+ * twice.  A written key gets ttl, flags and a new cas.  Returns STORE_OK,
+ * STORE_UNCHANGED, STORE_NOMEM or STORE_EINVAL.  Rate limits use it; so
+ * can memcached's incr and decr.
+ */
+#define STORE_UPDATE_MAX	256
+typedef long (*store_update_fn)(const void *old, size_t oldlen, void *out,
+    void *arg);
+enum store_result store_update(struct store *s, const void *key,
+    size_t klen, int64_t ttl, uint32_t flags, store_update_fn fn, void *arg);
+
+/*
+ * Counts holders: pins key (made with an empty value when missing) unless
+ * max pins are held on it already, across all processes.  STORE_HIT when
+ * pinned (store_release() lets go; a dead holder's pin is reaped with its
+ * slot), STORE_UNCHANGED when max are held, or an error.  limit_conn uses
+ * it.
+ */
+enum store_result store_acquire(struct store *s, const void *key,
+    size_t klen, unsigned max, struct store_ref *ref);
 
 /* Reclaims expired entries and lapsed leases; returns entries reclaimed. */
 size_t store_sweep(struct store *s, size_t budget);

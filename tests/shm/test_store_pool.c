@@ -326,3 +326,50 @@ Test(store_pool, invariants_after_random_traffic, .timeout = 120)
 	cr_assert_eq(st.lock_recoveries, 0);
 	store_destroy(s);
 }
+
+static long
+count_up(const void *old, size_t oldlen, void *out, void *arg)
+{
+	uint64_t v = 0;
+
+	if (old != NULL && oldlen == sizeof(v))
+		memcpy(&v, old, sizeof(v));
+	v++;
+	memcpy(out, &v, sizeof(v));
+	return (long)sizeof(v);
+}
+
+/* Read-modify-writes in a full store: they make room like any store. */
+Test(store_pool, updates_and_holders_in_a_full_store, .timeout = 60)
+{
+	struct store *s = mk(4 << 20, 4, 256 << 10);
+	struct store_stats st;
+	struct store_ref ref;
+	char key[32], err[512];
+	int i;
+
+	for (i = 0;; i++) {
+		snprintf(key, sizeof(key), "big:%d", i);
+		cr_assert_eq(put(s, key, 100000), STORE_OK);
+		store_stats(s, &st);
+		if (st.evictions > 0)
+			break;
+	}
+	for (i = 0; i < 5000; i++) {
+		snprintf(key, sizeof(key), "n:%d", i % 700);
+		fake_now++;
+		cr_assert_eq(store_update(s, key, strlen(key), 0, 0, count_up,
+		    NULL), STORE_OK, "update %d", i);
+	}
+	for (i = 0; i < 300; i++) {
+		snprintf(key, sizeof(key), "h:%d", i);
+		cr_assert_eq(store_acquire(s, key, strlen(key), 1, &ref),
+		    STORE_HIT);
+		store_release(s, &ref);
+	}
+	cr_assert_eq(store_get(s, "n:5", 3, &ref), STORE_HIT);
+	cr_assert_eq(ref.len, 8);
+	store_release(s, &ref);
+	cr_assert_eq(store_test_check(s, err, sizeof(err)), 0, "%s", err);
+	store_destroy(s);
+}
