@@ -10,6 +10,14 @@
  * retires the old generation gracefully: the old workers stop accepting,
  * finish what they serve and exit, while the listening sockets, shared by
  * both generations, never close.  Nothing is dropped.
+ *
+ * Workers learn that the master died from a pipe: the master holds its
+ * only write end, so when the master is gone, killed with SIGKILL too, the
+ * read end that every worker watches reports end of file.  The workers
+ * then close their listening sockets, finish what they serve and exit, so
+ * a new master can bind the same addresses and take the store.  (A
+ * parent-death signal would not do: the kernel clears it when a worker
+ * drops privileges, and it cannot say "finish first".)
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -18,7 +26,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -71,6 +78,7 @@ static struct tls_keys *tls_keys;
 static bool *store_slot_used;
 static unsigned store_slots;
 static struct stats *stats;
+static int alive_pipe[2] = { -1, -1 };	/* workers watch [0] for EOF */
 
 static uint64_t
 now_ms(void)
@@ -536,12 +544,13 @@ spawn(struct proc *p)
 		int cslot = p->stats_slot;
 		unsigned gen = p->gen;
 
-		/* Die with the master rather than serve unsupervised.
-		 * Signals stay blocked until the worker watches them. */
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		/* Only the master may hold the write end, or its death
+		 * would go unseen.  Signals stay blocked until the worker
+		 * watches them. */
+		close(alive_pipe[1]);
 		free(procs);
 		free(store_slot_used);
-		worker_main(rt_cur, slot, gen, sslot, cslot);
+		worker_main(rt_cur, slot, gen, sslot, cslot, alive_pipe[0]);
 	}
 	p->pid = pid;
 	p->started_ms = now_ms();
@@ -894,6 +903,10 @@ master_run(struct runtime *rt, bool foreground)
 	rt_cur = rt;
 	if (!foreground)
 		daemonize();
+	if (pipe2(alive_pipe, O_CLOEXEC) == -1) {
+		log_at(L_CRIT, errno, "pipe");
+		return 1;
+	}
 	generation = 1;
 	stats_master_reloaded(stats, generation, (unsigned)rt->cf->workers,
 	    false);

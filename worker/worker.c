@@ -40,6 +40,8 @@ static struct event **accept_evs;
 static struct event *accept_resume_ev;
 static struct event *wake_ev;
 static unsigned wake_slot;		/* this worker's slot in the store */
+static struct event *master_ev;		/* end of file: the master died */
+static struct event *orphan_ev;		/* then: worker_shutdown_timeout */
 static bool accept_paused;
 
 void
@@ -141,6 +143,54 @@ accept_cb(evutil_socket_t lfd, short what, void *arg)
 	}
 }
 
+/* Stops accepting, lets what is in progress finish, then exits. */
+static void
+worker_quit(void)
+{
+	if (worker.quitting)
+		return;
+	proctitle_set("corral: worker process is shutting down");
+	worker.quitting = true;
+	accept_enable(false);
+	conn_quit_idle();
+	if (worker.nconns == 0)
+		event_base_loopbreak(worker.base);
+}
+
+static void
+orphan_deadline_cb(evutil_socket_t fd, short what, void *arg)
+{
+	log_warn("requests still in progress after worker_shutdown_timeout;"
+	    " closing them");
+	event_base_loopbreak(worker.base);
+}
+
+/*
+ * The master is gone (killed, or crashed): nobody will respawn, reload or
+ * stop us.  Give the listening sockets back at once so that a new master
+ * can bind them, finish what we serve, and exit; worker_shutdown_timeout
+ * bounds it, as the master would have.
+ */
+static void
+master_gone_cb(evutil_socket_t fd, short what, void *arg)
+{
+	int ms = worker.cf->worker_shutdown_timeout_ms;
+	struct timeval tv = { ms / 1000, (ms % 1000) * 1000 };
+	char c;
+
+	if (read(fd, &c, 1) == -1 && (errno == EAGAIN || errno == EINTR))
+		return;
+	event_del(master_ev);
+	log_warn("the master process is gone; finishing %u connection%s "
+	    "and exiting", worker.nconns, worker.nconns == 1 ? "" : "s");
+	accept_enable(false);
+	for (size_t i = 0; i < worker.cf->nlisten; i++)
+		close(worker.rt->listen_fds[i]);
+	if (ms > 0)
+		evtimer_add(orphan_ev, &tv);
+	worker_quit();
+}
+
 static void
 signal_cb(evutil_socket_t sig, short what, void *arg)
 {
@@ -149,15 +199,9 @@ signal_cb(evutil_socket_t sig, short what, void *arg)
 		event_base_loopbreak(worker.base);
 		break;
 	case SIGQUIT:
-		if (worker.quitting)
-			break;
-		log_info("graceful stop");
-		proctitle_set("corral: worker process is shutting down");
-		worker.quitting = true;
-		accept_enable(false);
-		conn_quit_idle();
-		if (worker.nconns == 0)
-			event_base_loopbreak(worker.base);
+		if (!worker.quitting)
+			log_info("graceful stop");
+		worker_quit();
 		break;
 	case SIGUSR1:
 		if (log_open(worker.cf->error_log) == -1)
@@ -244,7 +288,7 @@ wake_cb(evutil_socket_t fd, short what, void *arg)
 
 void
 worker_main(const struct runtime *rt, int slot, unsigned gen,
-    int store_slot, int stats_slot)
+    int store_slot, int stats_slot, int master_fd)
 {
 	static const char tokens_on[] = "Server: corral/" PACKAGE_VERSION
 	    "\r\n";
@@ -313,9 +357,14 @@ worker_main(const struct runtime *rt, int slot, unsigned gen,
 	}
 	accept_resume_ev = evtimer_new(worker.base, accept_resume_cb, NULL);
 	tick = event_new(worker.base, -1, EV_PERSIST, tick_cb, NULL);
-	if (accept_resume_ev == NULL || tick == NULL)
+	master_ev = event_new(worker.base, master_fd, EV_READ | EV_PERSIST,
+	    master_gone_cb, NULL);
+	orphan_ev = evtimer_new(worker.base, orphan_deadline_cb, NULL);
+	if (accept_resume_ev == NULL || tick == NULL || master_ev == NULL ||
+	    orphan_ev == NULL)
 		fatalx("event_new failed");
 	event_add(tick, &sec);
+	event_add(master_ev, NULL);
 	if (worker.store != NULL) {
 		wake_ev = event_new(worker.base, store_wake_fd(worker.store,
 		    (unsigned)store_slot), EV_READ | EV_PERSIST, wake_cb, NULL);
@@ -349,6 +398,8 @@ worker_main(const struct runtime *rt, int slot, unsigned gen,
 	free(accept_evs);
 	event_free(accept_resume_ev);
 	event_free(tick);
+	event_free(master_ev);
+	event_free(orphan_ev);
 	if (wake_ev != NULL)
 		event_free(wake_ev);
 	for (i = 0; i < nsignal_evs; i++)

@@ -9,9 +9,10 @@ struct runtime;
 
 /*
  * Runs worker number slot of generation gen, which uses store_slot in the
- * shared store and stats_slot for its counters; never returns.
+ * shared store and stats_slot for its counters; master_fd reads end of
+ * file once the master is gone.  Never returns.
  */
 void worker_main(const struct runtime *rt, int slot, unsigned gen,
-    int store_slot, int stats_slot) __attribute__((noreturn));
+    int store_slot, int stats_slot, int master_fd) __attribute__((noreturn));
 
 #endif

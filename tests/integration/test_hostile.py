@@ -59,7 +59,11 @@ def tcp_sockets():
 def held_sockets(pid):
     """Inodes of the sockets a process holds."""
     out = set()
-    for fd in os.listdir('/proc/%d/fd' % pid):
+    try:
+        fds = os.listdir('/proc/%d/fd' % pid)
+    except OSError:		# the process is gone: it holds nothing
+        return out
+    for fd in fds:
         try:
             link = os.readlink('/proc/%d/fd/%s' % (pid, fd))
         except OSError:

@@ -17,33 +17,48 @@ from harness import (BIN, CorralTestCase, Raw, build_request, free_port,
                      wait_until)
 
 
+# A process can exit between any two reads of its /proc entries: opening
+# or reading them then fails with ENOENT or ESRCH (ProcessLookupError), so
+# each helper catches OSError and answers as for a process that is gone.
+
 def comm(pid):
     """The process name, or '' when the process is gone."""
     try:
         with open('/proc/%d/comm' % pid) as f:
             return f.read().strip()
-    except (FileNotFoundError, ProcessLookupError):
-        # Gone before the open, or between the open and the read.
+    except OSError:
         return ''
 
 
 def cmdline(pid):
-    with open('/proc/%d/cmdline' % pid, 'rb') as f:
-        return f.read().rstrip(b'\0').decode()
+    """The command line (titles included), or '' when the process is gone."""
+    try:
+        with open('/proc/%d/cmdline' % pid, 'rb') as f:
+            return f.read().rstrip(b'\0').decode()
+    except OSError:
+        return ''
 
 
 def uids(pid):
-    with open('/proc/%d/status' % pid) as f:
-        for line in f:
-            if line.startswith('Uid:'):
-                return [int(x) for x in line.split()[1:]]
+    """Real, effective, saved and fs uid, or [] when the process is gone."""
+    try:
+        with open('/proc/%d/status' % pid) as f:
+            for line in f:
+                if line.startswith('Uid:'):
+                    return [int(x) for x in line.split()[1:]]
+    except OSError:
+        pass
     return []
 
 
 def listen_inodes(pid):
     """The socket inodes the process holds (sockets are never re-bound)."""
     out = set()
-    for fd in os.listdir('/proc/%d/fd' % pid):
+    try:
+        fds = os.listdir('/proc/%d/fd' % pid)
+    except OSError:
+        return out
+    for fd in fds:
         try:
             link = os.readlink('/proc/%d/fd/%s' % (pid, fd))
         except OSError:

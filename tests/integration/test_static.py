@@ -63,7 +63,11 @@ class StaticFileTest(CorralTestCase):
         def holders(path):
             out = []
             for pid in c.workers():
-                for fd in os.listdir('/proc/%d/fd' % pid):
+                try:
+                    fds = os.listdir('/proc/%d/fd' % pid)
+                except OSError:	# exited since it was listed
+                    continue
+                for fd in fds:
                     try:
                         link = os.readlink('/proc/%d/fd/%s' % (pid, fd))
                     except OSError:
