@@ -10,6 +10,11 @@
  *
  * Deadlines are absolute: a request header must arrive within
  * header_timeout of its first byte however slowly it trickles in.
+ *
+ * An idle keep-alive connection holds no buffer: the input buffer is taken
+ * when the socket becomes readable, and both buffers go back to the
+ * worker's free lists (bufpool.c) when the connection goes idle, so
+ * thousands of idle clients cost a few hundred bytes each.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -40,6 +45,7 @@ static void conn_write(struct conn *c);
 static void req_forget(struct conn *c);
 static void real_ip(struct conn *c);
 static void read_cb(evutil_socket_t fd, short what, void *arg);
+static void ibuf_release(struct conn *c);
 
 void
 conn_log_upstream(struct conn *c, const char *addr, int status,
@@ -273,7 +279,10 @@ conn_set_busy(struct conn *c, bool on)
 	stats_me.w[STAT_conn_writing] += on ? 1 : (uint64_t)-1;
 }
 
-/* Idle list, so a graceful stop can close idle keep-alive connections. */
+/*
+ * Idle keep-alive connections, oldest first, so that a graceful stop can
+ * close them and a worker out of connections can reuse the oldest.
+ */
 static void
 idle_set(struct conn *c, bool on)
 {
@@ -283,11 +292,14 @@ idle_set(struct conn *c, bool on)
 	stats_me.w[STAT_conn_idle] += on ? 1 : (uint64_t)-1;
 	if (on) {
 		c->idle_since_ms = worker.now_ms;
-		c->idle_prev = NULL;
-		c->idle_next = worker.idle_head;
-		if (worker.idle_head != NULL)
-			worker.idle_head->idle_prev = c;
-		worker.idle_head = c;
+		c->idle_next = NULL;
+		c->idle_prev = worker.idle_tail;
+		if (worker.idle_tail != NULL)
+			worker.idle_tail->idle_next = c;
+		else
+			worker.idle_head = c;
+		worker.idle_tail = c;
+		worker_conn_idle();
 		return;
 	}
 	if (c->idle_prev != NULL)
@@ -296,6 +308,17 @@ idle_set(struct conn *c, bool on)
 		worker.idle_head = c->idle_next;
 	if (c->idle_next != NULL)
 		c->idle_next->idle_prev = c->idle_prev;
+	else
+		worker.idle_tail = c->idle_prev;
+}
+
+bool
+conn_reuse_idle(void)
+{
+	if (worker.idle_head == NULL)
+		return false;
+	conn_close(worker.idle_head);
+	return true;
 }
 
 void
@@ -365,8 +388,12 @@ conn_drained(struct conn *c)
 	if (c->state == CS_HEADER) {
 		conn_timer(c, T_IDLE, worker.cf->keepalive_timeout_ms);
 		idle_set(c, true);
-		if (worker.quitting)
+		if (worker.quitting) {
 			conn_close(c);
+			return;
+		}
+		ibuf_release(c);
+		out_release(c);
 	}
 }
 
@@ -773,13 +800,37 @@ conn_recv(struct conn *c, void *buf, size_t len)
 	return -1;
 }
 
-/* Makes room for more input: compact, then grow up to the header limit. */
+/* Gives the input buffer back when nothing in it is left to parse. */
+static void
+ibuf_release(struct conn *c)
+{
+	if (c->ibuf == NULL || c->ipos != c->ilen)
+		return;
+	if (c->isize == IBUF_INIT)
+		buf_put(BUF_IN, c->ibuf);
+	else
+		free(c->ibuf);
+	c->ibuf = NULL;
+	c->isize = c->ilen = c->ipos = c->scan = 0;
+}
+
+/*
+ * Makes room for more input: take a buffer, compact, then grow up to the
+ * header limit.
+ */
 static bool
 ibuf_room(struct conn *c)
 {
 	size_t max = worker.cf->max_header_size + 1, size;
 	char *p;
 
+	if (c->ibuf == NULL) {
+		if ((c->ibuf = buf_get(BUF_IN)) == NULL) {
+			log_at(L_ERROR, errno, "input buffer");
+			return false;
+		}
+		c->isize = IBUF_INIT;
+	}
 	if (c->ilen < c->isize)
 		return true;
 	if (c->ipos > 0) {
@@ -791,10 +842,12 @@ ibuf_room(struct conn *c)
 	if (c->isize >= max)
 		return false;
 	size = c->isize * 2 < max ? c->isize * 2 : max;
-	if (c->ibuf == c->ibuf_inline) {
+	if (c->isize == IBUF_INIT) {
 		p = malloc(size);
-		if (p != NULL)
+		if (p != NULL) {
 			memcpy(p, c->ibuf, c->ilen);
+			buf_put(BUF_IN, c->ibuf);
+		}
 	} else {
 		p = realloc(c->ibuf, size);
 	}
@@ -834,7 +887,7 @@ read_cb(evutil_socket_t fd, short what, void *arg)
 	if (c->isize - c->ilen == 0) {
 		/* A full buffer always holds a complete header or is over
 		 * the limit, which the parser reports; we never get here
-		 * unless memory ran out. */
+		 * unless memory ran out (or the buffer could not be had). */
 		conn_close(c);
 		return;
 	}
@@ -948,20 +1001,17 @@ conn_accept(int fd, const struct sockaddr *sa, socklen_t salen,
 	struct conn *c;
 	int on = 1;
 
-	c = malloc(sizeof(*c));
+	c = calloc(1, sizeof(*c));
 	if (c == NULL) {
 		log_at(L_ERROR, errno, "connection");
 		close(fd);
 		worker_conn_closed();
 		return;
 	}
-	memset(c, 0, offsetof(struct conn, ibuf_inline));
 	STATS_INC(conn_accepted);
 	STATS_INC(conn_active);
 	c->serial = ++conn_serial;
 	c->fd = fd;
-	c->ibuf = c->ibuf_inline;
-	c->isize = sizeof(c->ibuf_inline);
 	format_peer(c, sa);
 	c->lidx = listen_idx;
 	c->all_next = all_conns;
@@ -1021,10 +1071,10 @@ conn_close(struct conn *c)
 		tls_shutdown(c->ssl);
 		tls_free(c->ssl);
 	}
+	out_release(c);
 	close(c->fd);
-	if (c->ibuf != c->ibuf_inline)
-		free(c->ibuf);
-	free(c->obuf);
+	c->ipos = c->ilen;
+	ibuf_release(c);
 	free(c);
 	worker_conn_closed();
 }
@@ -1036,5 +1086,6 @@ conn_close_all(void)
 		conn_close(all_conns);
 	proxy_free_all();
 	pin_free_all();
+	buf_free_all();
 	access_log_close();
 }

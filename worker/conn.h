@@ -49,14 +49,17 @@ struct worker {
 	const char *server_line;
 	size_t server_line_len;
 
-	struct conn *idle_head;		/* connections waiting between
-					   requests, for graceful stop */
+	/* Connections waiting between requests, oldest first. */
+	struct conn *idle_head, *idle_tail;
 };
 
 extern struct worker worker;
 
 /* Called by conn.c when a connection is gone. */
 void worker_conn_closed(void);
+
+/* Called by conn.c when a connection starts waiting between requests. */
+void worker_conn_idle(void);
 
 /* Refreshes the cached clock and the Date header if a second has passed. */
 void worker_update_time(void);
@@ -71,6 +74,12 @@ void conn_accept(int fd, const struct sockaddr *sa, socklen_t salen,
  * already be sending the next request.
  */
 void conn_quit_idle(void);
+
+/*
+ * Out of worker_connections: closes the oldest idle keep-alive
+ * connection, as nginx does; false when none is idle.
+ */
+bool conn_reuse_idle(void);
 
 /* Reopens the access logs by path (log rotation). */
 void access_log_reopen(void);

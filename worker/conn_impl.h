@@ -113,7 +113,7 @@ struct conn {
 	struct http_chunked chunk;
 	struct proxy *px;	/* a proxied response is in flight */
 
-	struct oseg segs[OSEG_MAX];
+	struct oseg *segs;	/* OSEG_MAX of them, or NULL when idle */
 	unsigned shead, stail;
 	char *obuf;
 	size_t osize, olen;
@@ -129,8 +129,22 @@ struct conn {
 	int conn_family;	/* the connection's own peer */
 	unsigned char conn_addr[16];
 	char conn_peer[INET6_ADDRSTRLEN + 8];
-	char ibuf_inline[IBUF_INIT];
 };
+
+/*
+ * bufpool.c: the buffers a connection holds only while it is busy.  The
+ * input and output buffers start at these sizes (and grow with malloc()
+ * beyond them); the segment array is OSEG_MAX segments.
+ */
+enum buf_kind { BUF_IN, BUF_OUT, BUF_SEGS, BUF_KINDS };
+
+/* A buffer of kind k, from the free list or malloc(); NULL when out of
+ * memory. */
+void *buf_get(enum buf_kind k);
+/* Gives a buffer of kind k (of its initial size) back; NULL is ignored. */
+void buf_put(enum buf_kind k, void *p);
+/* Frees the free lists; at exit. */
+void buf_free_all(void);
 
 
 /* output.c */
@@ -149,6 +163,8 @@ struct oseg *seg_mem(struct conn *c, const void *p, size_t len);
 int out_flush(struct conn *c);
 /* Drops everything queued. */
 void out_reset(struct conn *c);
+/* Gives back the output buffers of a connection with nothing queued. */
+void out_release(struct conn *c);
 
 /* resp.c */
 

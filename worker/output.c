@@ -19,6 +19,7 @@
 #include "worker/static.h"
 #include "worker/tls.h"
 
+/* The output buffer starts as a pooled one and grows by malloc(). */
 char *
 obuf_reserve(struct conn *c, size_t n)
 {
@@ -30,12 +31,35 @@ obuf_reserve(struct conn *c, size_t n)
 	size = c->osize ? c->osize : OBUF_INIT;
 	while (size < c->olen + n)
 		size *= 2;
-	p = realloc(c->obuf, size);
+	if (size == OBUF_INIT)
+		p = buf_get(BUF_OUT);
+	else if (c->osize == OBUF_INIT) {
+		if ((p = malloc(size)) != NULL) {
+			memcpy(p, c->obuf, c->olen);
+			buf_put(BUF_OUT, c->obuf);
+		}
+	} else
+		p = realloc(c->obuf, size);
 	if (p == NULL)
 		return NULL;
 	c->obuf = p;
 	c->osize = size;
 	return c->obuf + c->olen;
+}
+
+void
+out_release(struct conn *c)
+{
+	if (c->shead != c->stail || c->olen != 0)
+		return;
+	buf_put(BUF_SEGS, c->segs);
+	c->segs = NULL;
+	if (c->osize == OBUF_INIT)
+		buf_put(BUF_OUT, c->obuf);
+	else
+		free(c->obuf);
+	c->obuf = NULL;
+	c->osize = 0;
 }
 
 struct oseg *
@@ -44,6 +68,8 @@ seg_new(struct conn *c, enum seg_type type, size_t len)
 	struct oseg *s;
 
 	if (c->stail == OSEG_MAX)
+		return NULL;
+	if (c->segs == NULL && (c->segs = buf_get(BUF_SEGS)) == NULL)
 		return NULL;
 	s = &c->segs[c->stail++];
 	memset(s, 0, sizeof(*s));

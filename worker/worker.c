@@ -38,6 +38,7 @@ struct worker worker;
 
 static struct event **accept_evs;
 static struct event *accept_resume_ev;
+static time_t reuse_warned;		/* last "not enough" warning */
 static struct event *wake_ev;
 static unsigned wake_slot;		/* this worker's slot in the store */
 static struct event *master_ev;		/* end of file: the master died */
@@ -94,6 +95,39 @@ worker_conn_closed(void)
 		accept_enable(true);
 }
 
+/* Accepting stopped at worker_connections may go on by reusing it. */
+void
+worker_conn_idle(void)
+{
+	if (accept_paused && !worker.quitting &&
+	    !event_pending(accept_resume_ev, EV_TIMEOUT, NULL))
+		accept_enable(true);
+}
+
+/*
+ * At worker_connections, a new client takes the place of the oldest idle
+ * keep-alive connection rather than waiting for it to time out.  Returns
+ * false when every connection is busy.
+ */
+static bool
+accept_room(void)
+{
+	const char *what = "reusing idle keep-alive connections";
+	bool reused;
+
+	if (worker.nconns < (unsigned)worker.cf->worker_connections)
+		return true;
+	reused = conn_reuse_idle();
+	if (!reused)
+		what = "every connection is busy; new clients wait";
+	if (worker.now != reuse_warned) {
+		reuse_warned = worker.now;
+		log_warn("%d worker_connections are not enough; %s",
+		    worker.cf->worker_connections, what);
+	}
+	return reused;
+}
+
 static void
 accept_resume_cb(evutil_socket_t fd, short what, void *arg)
 {
@@ -111,9 +145,7 @@ accept_cb(evutil_socket_t lfd, short what, void *arg)
 
 	worker_update_time();
 	for (i = 0; i < ACCEPT_BATCH; i++) {
-		if (worker.nconns >= (unsigned)worker.cf->worker_connections) {
-			log_warn("%d worker_connections are not enough",
-			    worker.cf->worker_connections);
+		if (!accept_room()) {
 			accept_enable(false);
 			return;
 		}
