@@ -160,7 +160,8 @@ class _Handler(socketserver.BaseRequestHandler):
         with o.lock:
             o.counts[path] = o.counts.get(path, 0) + 1
             o.requests.append({'method': method, 'target': target,
-                               'headers': headers, 'body': data})
+                               'headers': headers, 'body': data,
+                               'time': time.monotonic()})
         close = h.get('connection', '').lower() == 'close'
         head = method == 'HEAD'
         with o.lock:

@@ -17,8 +17,8 @@ import threading
 import time
 
 from harness import (Conn, CorralTestCase, ServerError, build_request,
-                     parse_responses, pid_alive, read_text, wait_for,
-                     wait_until)
+                     parse_responses, pid_alive, proc_stat, read_text,
+                     wait_for, wait_until)
 
 QUICK = 1.0		# a normal request must be answered within this
 CLK_TCK = os.sysconf('SC_CLK_TCK')
@@ -39,23 +39,6 @@ def fd_budget():
 
 # ---------------------------------------------------------------- /proc
 
-def tcp_sockets():
-    """{inode: (state, local port, remote port)} of this host's TCP sockets."""
-    out = {}
-    for table in ('/proc/net/tcp', '/proc/net/tcp6'):
-        try:
-            with open(table) as f:
-                lines = f.readlines()[1:]
-        except FileNotFoundError:
-            continue
-        for line in lines:
-            fields = line.split()
-            out[fields[9]] = (fields[3],
-                              int(fields[1].rsplit(':', 1)[1], 16),
-                              int(fields[2].rsplit(':', 1)[1], 16))
-    return out
-
-
 def held_sockets(pid):
     """Inodes of the sockets a process holds."""
     out = set()
@@ -73,18 +56,25 @@ def held_sockets(pid):
     return out
 
 
+# What a process holds is learnt from its descriptors, never from
+# /proc/net/tcp: a read of that table can miss entries while other sockets
+# come and go (it is read in pieces), and it is slow on a busy machine.
+
 def connections(pid):
-    """The TCP connections a process holds (its listening sockets aside).
-    Files are not counted: the file cache keeps their descriptors."""
-    tcp = tcp_sockets()
-    return [tcp[i] for i in held_sockets(pid)
-            if i in tcp and tcp[i][0] != '0A']
+    """
+    The sockets a worker holds that its master does not: its client and
+    upstream connections (the listening sockets are the master's too).
+    Files are not counted: the file cache keeps their descriptors.
+    """
+    st = proc_stat(pid)
+    if st is None:
+        return []
+    return sorted(held_sockets(pid) - held_sockets(st[1]))
 
 
-def holds(pid, port, peer_port):
-    """True while the process holds its end of the connection port<-peer."""
-    return any(lp == port and rp == peer_port
-               for _, lp, rp in connections(pid))
+def holds(pid, inode):
+    """True while the process holds the socket."""
+    return inode in held_sockets(pid)
 
 
 def rss_kb(pid):
@@ -331,25 +321,30 @@ class SlowPeerTest(HostileTestCase):
         s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
         s.settimeout(5)
         s.connect(('127.0.0.1', c.port))
-        me = s.getsockname()[1]
         try:
             # The server's send_timeout runs from its last write, which
             # comes after the request: time from before it, so a slow
-            # recv() or /proc scan on a busy machine cannot shorten it.
+            # recv() or a busy machine cannot shorten it.  Our connection
+            # is the socket the worker gains, read from its descriptors
+            # (a read of /proc/net/tcp can miss entries); by the time we
+            # look, the worker may have closed it already.
+            before = held_sockets(pid)
             t0 = time.monotonic()
             s.sendall(build_request('/big.bin'))
-            # The 200 says the worker took the connection; asking /proc
-            # whether it still holds it could come after send_timeout on a
-            # busy machine, so the loop below is the only such check.
             self.assertTrue(s.recv(100).startswith(b'HTTP/1.1 200 '))
+            mine = held_sockets(pid) - before
+            self.assertLessEqual(len(mine), 1, 'the worker holds %r, had %r'
+                                 % (mine, before))
+            ino = mine.pop() if mine else None
             # Never read again: the server must give up on us.
-            while holds(pid, c.port, me) and time.monotonic() - t0 < 4:
+            while ino is not None and holds(pid, ino) and \
+                    time.monotonic() - t0 < 4:
                 self.quick_get(c)
                 self.assertLess(rss_kb(pid), rss + 20 * 1024,
                                 'worker memory grows with a slow reader')
                 time.sleep(0.1)
             elapsed = time.monotonic() - t0
-            self.assertFalse(holds(pid, c.port, me), 'the server still '
+            self.assertFalse(holds(pid, ino), 'the server still '
                              'holds the connection of a reader stalled '
                              'for 4 s')
         finally:
