@@ -317,6 +317,12 @@ struct loader {
 	char result[PATH_MAX];		/* value handed back to libconfuse */
 	int line[NOPTS];		/* where each global option was set */
 	struct {
+		cfg_t *sec;		/* an option of a section */
+		const char *name;
+		int line;
+	} sec_lines[256];
+	size_t nsec_lines;
+	struct {
 		cfg_t *sec;		/* a location section */
 		int line;		/* where its proxy was set */
 	} proxy_lines[64];
@@ -981,12 +987,36 @@ cb_purge(cfg_t *cfg, cfg_opt_t *opt, const char *value, void *result)
 	return 0;
 }
 
-/* Remembers where a global option was set, for checks made after parsing. */
+/*
+ * Remembers where an option was set, for checks made after parsing and
+ * for the master's errors about the files an option names.
+ */
 static void
 note_line(cfg_t *cfg, cfg_opt_t *opt)
 {
-	if (cfg == ld->cfg && opt >= cfg->opts && opt < cfg->opts + NOPTS)
+	size_t n = ld->nsec_lines;
+
+	if (cfg == ld->cfg && opt >= cfg->opts && opt < cfg->opts + NOPTS) {
 		ld->line[opt - cfg->opts] = cfg->line;
+		return;
+	}
+	if (cfg == ld->cfg || n == nitems(ld->sec_lines))
+		return;
+	ld->sec_lines[n].sec = cfg;
+	ld->sec_lines[n].name = opt->name;
+	ld->sec_lines[n].line = cfg->line;
+	ld->nsec_lines++;
+}
+
+/* Where an option of a section was set; 0 when it was not. */
+static int
+sec_line(cfg_t *sec, const char *name)
+{
+	for (size_t i = ld->nsec_lines; i-- > 0; )
+		if (ld->sec_lines[i].sec == sec &&
+		    strcmp(ld->sec_lines[i].name, name) == 0)
+			return ld->sec_lines[i].line;
+	return 0;
 }
 
 static int
@@ -1119,6 +1149,7 @@ validate_listen(cfg_t *cfg, cfg_opt_t *opt)
 	const struct config_listen *a, *b;
 	unsigned int i, j;
 
+	note_line(cfg, opt);
 	for (i = 1; i < cfg_opt_size(opt); i++) {
 		a = cfg_opt_getnptr(opt, i);
 		for (j = 0; j < i; j++) {
@@ -1346,6 +1377,7 @@ static const struct {
 	{ "cache|stripes",	validate_stripes },
 	{ "server|access_log",	validate_nonempty },
 	{ "server|access_log_format", validate_nonempty },
+	{ "cache|path",		validate_nonempty },
 };
 
 static void
@@ -1921,6 +1953,7 @@ build_server(cfg_t *sec, struct config_server *s)
 	s->log_format = (size_t)find_log_format(ld->cfg,
 	    cfg_getstr(sec, "access_log_format"));
 	s->underscores_in_headers = cfg_getbool(sec, "underscores_in_headers");
+	s->access_log_line = sec_line(sec, "access_log");
 	build_locations(sec, s);
 	if ((t = tls_lines_of(sec, false)) != NULL) {
 		s->tls_certificate = copy_path(cfg_getstr(sec,
@@ -1991,6 +2024,7 @@ static void
 build_cache(cfg_t *sec, struct config_cache *c)
 {
 	c->path = copy_path(cfg_getstr(sec, "path"), "off");
+	c->path_line = sec_line(sec, "path");
 	c->size = cfg_getint(sec, "size");
 	c->stripes = cfg_getint(sec, "stripes");
 	c->max_object = cfg_getint(sec, "max_object");
@@ -2018,6 +2052,12 @@ build(cfg_t *cfg, struct config *cf)
 	    line_of("pid_file");
 	cf->user = copy(cfg_getstr(cfg, "user"));
 	cf->group = copy(cfg_getstr(cfg, "group"));
+	cf->lines.error_log = line_of("error_log");
+	cf->lines.pid_file = line_of("pid_file");
+	cf->lines.user = line_of("user");
+	cf->lines.group = line_of("group");
+	cf->lines.listen = line_of("listen");
+	cf->lines.mime_types = line_of("mime_types");
 	cf->worker_shutdown_timeout_ms =
 	    cfg_getint(cfg, "worker_shutdown_timeout");
 	cf->worker_rlimit_nofile = cfg_getint(cfg, "worker_rlimit_nofile");

@@ -126,6 +126,7 @@ struct config_server {
 	char *access_log;		/* absolute path, or NULL when "off" */
 	size_t log_format;		/* in config.log_formats */
 	bool underscores_in_headers;	/* pass such field names upstream */
+	int access_log_line;		/* where it was set; 0: default */
 	struct config_location *locations;	/* longest prefix first */
 	size_t nlocations;
 	char *tls_certificate;		/* absolute path (full chain), or
@@ -166,6 +167,7 @@ struct config_log_format {
 /* The shared-memory store (shm/store.h). */
 struct config_cache {
 	char *path;			/* backing file, or NULL: anonymous */
+	int path_line;			/* where it was set; 0: default */
 	uint64_t size;			/* 0 disables the store */
 	unsigned stripes;		/* a power of two */
 	uint64_t max_object;
@@ -176,8 +178,18 @@ struct config_cache {
 					   ends): store errors point here */
 };
 
+/*
+ * Lines of the file where directives that name files, users and addresses
+ * were set (0: left at their default), for the errors the master finds
+ * when it opens what they name.
+ */
+struct config_lines {
+	int error_log, pid_file, user, group, listen, mime_types;
+};
+
 struct config {
 	char *file;			/* absolute path of the config file */
+	struct config_lines lines;
 	int workers;			/* "auto" resolved to the CPU count */
 	int worker_connections;
 	char *error_log;		/* absolute path, or NULL for stderr */

@@ -54,6 +54,14 @@ log_open(const char *path)
 }
 
 void
+log_use_fd(int fd)
+{
+	if (log_fd != STDERR_FILENO && log_fd != fd)
+		close(log_fd);
+	log_fd = fd == -1 ? STDERR_FILENO : fd;
+}
+
+void
 log_tee_stderr(int on)
 {
 	log_tee = on;

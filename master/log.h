@@ -22,6 +22,10 @@ int log_level_parse(const char *name);
  * Returns 0, or -1 with errno set and the old log kept. */
 int log_open(const char *path);
 
+/* Makes fd the log, closing the previous file; -1 logs to stderr.  The
+ * master opens its logs with fsafe_open() and hands them over here. */
+void log_use_fd(int fd);
+
 /* While on, lines also go to stderr (start-up, before detaching). */
 void log_tee_stderr(int on);
 

@@ -77,6 +77,18 @@ check_tls(const struct config *cf)
 	return -1;
 }
 
+static void
+warn_stderr(const char *msg)
+{
+	fprintf(stderr, "corral: warning: %s\n", msg);
+}
+
+static void
+warn_log(const char *msg)
+{
+	log_warn("%s", msg);
+}
+
 /* Prints one resolved setting, for corralctl and scripts. */
 static int
 query(const struct config *cf, const char *key)
@@ -112,6 +124,7 @@ main(int argc, char **argv)
 	struct mime_table *mime;
 	struct runtime *rt;
 	struct config *cf;
+	char err[1024];
 	int ch, rc;
 
 	proctitle_init(argc, argv);
@@ -186,42 +199,31 @@ main(int argc, char **argv)
 		return 1;
 	}
 	if (test) {
-		char err[1024];
-
-		if (master_check_stats_file(cf) == -1) {
-			mime_free(mime);
-			config_free(cf);
-			return 1;
-		}
-		if (master_check_store(cf, err, sizeof(err)) == -1) {
+		/* The checks start makes before it opens anything. */
+		rc = master_preflight(cf, warn_stderr, err, sizeof(err));
+		if (rc == -1)
 			fprintf(stderr, "corral: %s\n", err);
-			mime_free(mime);
-			config_free(cf);
-			return 1;
-		}
-		printf("corral: %s: syntax is ok, test is successful\n",
-		    cf->file);
+		else
+			printf("corral: %s: syntax is ok, test is successful\n",
+			    cf->file);
 		mime_free(mime);
 		config_free(cf);
-		return 0;
+		return rc == -1 ? 1 : 0;
 	}
 
 	master_block_signals();
 	proctitle_set("corral: master process %s", cf->file);
-	if (master_check_pidfile(cf) == -1 ||
-	    master_check_stats_file(cf) == -1) {
-		mime_free(mime);
-		config_free(cf);
-		return 1;
-	}
+	if (master_check_pidfile(cf) == -1)
+		goto failed;
 	log_level_max = cf->log_level;
 	log_tee_stderr(1);
-	if (log_open(cf->error_log) == -1) {
-		fprintf(stderr, "corral: open %s: %s\n", cf->error_log,
-		    strerror(errno));
-		mime_free(mime);
-		config_free(cf);
-		return 1;
+	if (master_error_log(cf, err, sizeof(err)) == -1) {
+		fprintf(stderr, "corral: %s\n", err);
+		goto failed;
+	}
+	if (master_preflight(cf, warn_log, err, sizeof(err)) == -1) {
+		log_crit("%s", err);
+		goto failed;
 	}
 	rt = runtime_open(cf, mime, NULL);
 	if (rt == NULL)
@@ -232,4 +234,9 @@ main(int argc, char **argv)
 		return 1;
 	}
 	return master_run(rt, foreground);
+
+failed:
+	mime_free(mime);
+	config_free(cf);
+	return 1;
 }

@@ -32,6 +32,7 @@
 #include <unistd.h>
 
 #include "master/config.h"
+#include "master/fsafe.h"
 #include "master/log.h"
 #include "master/master.h"
 #include "master/proctitle.h"
@@ -115,24 +116,19 @@ pidfile_live(const char *path)
 	return (pid_t)pid;
 }
 
-/* Written to a temporary name and renamed, so no reader sees it half. */
+/*
+ * Written to a temporary name (O_EXCL) and renamed, so no reader sees it
+ * half, in a folder only root can change (fsafe.h).
+ */
 static int
 pidfile_write(const char *path)
 {
-	char buf[32], tmp[PATH_MAX];
-	int fd, n;
+	char buf[32], err[PATH_MAX + 256];
+	int n;
 
-	snprintf(tmp, sizeof(tmp), "%s.%d", path, (int)getpid());
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (fd == -1) {
-		log_at(L_CRIT, errno, "open pid file %s", tmp);
-		return -1;
-	}
 	n = snprintf(buf, sizeof(buf), "%d\n", (int)getpid());
-	if (write(fd, buf, (size_t)n) != n || close(fd) == -1 ||
-	    rename(tmp, path) == -1) {
-		log_at(L_CRIT, errno, "write pid file %s", path);
-		unlink(tmp);
+	if (fsafe_replace(path, buf, (size_t)n, err, sizeof(err)) == -1) {
+		log_crit("pid file %s", err);
 		return -1;
 	}
 	return 0;
@@ -151,29 +147,6 @@ master_check_pidfile(const struct config *cf)
 		return 0;
 	fprintf(stderr, "corral: %s: corral is already running as pid %d\n",
 	    cf->pid_file, (int)pid);
-	return -1;
-}
-
-/* -t and start say the same: the stats file needs an existing folder. */
-int
-master_check_stats_file(const struct config *cf)
-{
-	char dir[PATH_MAX];
-	struct stat sb;
-	char *slash;
-
-	if (cf->stats_file == NULL)
-		return 0;
-	snprintf(dir, sizeof(dir), "%s", cf->stats_file);
-	if ((slash = strrchr(dir, '/')) != NULL)
-		*(slash == dir ? slash + 1 : slash) = '\0';
-	if (stat(dir, &sb) == 0) {
-		if (S_ISDIR(sb.st_mode))
-			return 0;
-		errno = ENOTDIR;
-	}
-	fprintf(stderr, "corral: %s:%d: stats_file %s: %s: %s\n", cf->file,
-	    cf->stats_file_line, cf->stats_file, dir, strerror(errno));
 	return -1;
 }
 
@@ -204,6 +177,13 @@ daemonize(void)
 
 /* Shared store ---------------------------------------------------------- */
 
+/* The store's file is opened as root, as fsafe.h says. */
+static int
+store_open_file(const char *path, char *err, size_t errlen)
+{
+	return fsafe_open(path, FSAFE_STORE, NULL, err, errlen);
+}
+
 /* Worker slots: room for overlapping generations of workers. */
 static unsigned
 store_slot_count(const struct config *cf)
@@ -221,6 +201,7 @@ store_options_of(const struct config *cf, struct store_options *o)
 
 	memset(o, 0, sizeof(*o));
 	o->path = cc->path;
+	o->open_file = store_open_file;
 	o->size = cc->size;
 	o->stripes = cc->stripes;
 	o->max_object = cc->max_object;
@@ -739,6 +720,12 @@ signal_workers(int sig)
 
 /* Reload and log rotation ---------------------------------------------- */
 
+static void
+warn_log(const char *msg)
+{
+	log_warn("%s", msg);
+}
+
 /* Loads a new config completely; on any error the old one keeps serving. */
 static void
 reload(void)
@@ -756,6 +743,12 @@ reload(void)
 	mime = mime_load(cf->mime_types, err, sizeof(err));
 	if (mime == NULL) {
 		log_error("%s; reload aborted, the old config stays", err);
+		config_free(cf);
+		return;
+	}
+	if (master_preflight(cf, warn_log, err, sizeof(err)) == -1) {
+		log_error("%s; reload aborted, the old config stays", err);
+		mime_free(mime);
 		config_free(cf);
 		return;
 	}
@@ -778,9 +771,8 @@ reload(void)
 	if (cache_changed(&rt->cf->cache, &rt_cur->cf->cache))
 		log_warn("%s: the cache section changed; the running cache "
 		    "keeps its old settings until a restart", rt->cf->file);
-	if (log_open(rt->cf->error_log) == -1) {
-		log_at(L_ERROR, errno, "open %s; reload aborted",
-		    rt->cf->error_log);
+	if (master_error_log(rt->cf, err, sizeof(err)) == -1) {
+		log_error("%s; reload aborted, the old config stays", err);
 		runtime_retire(rt, rt_cur);
 		return;
 	}
@@ -806,13 +798,13 @@ static void
 reopen_logs(void)
 {
 	const struct config *cf = rt_cur->cf;
+	char err[PATH_MAX + 512];
 	int fd;
 
-	if (log_open(cf->error_log) == -1)
-		log_at(L_ERROR, errno, "reopen %s", cf->error_log);
-	else if (cf->error_log != NULL && rt_cur->drop_privileges &&
-	    chown(cf->error_log, rt_cur->uid, rt_cur->gid) == -1)
-		log_at(L_WARN, errno, "chown %s", cf->error_log);
+	/* Files made anew are given to the workers' user through their
+	 * descriptors, never by path. */
+	if (master_error_log(cf, err, sizeof(err)) == -1)
+		log_error("reopen: %s", err);
 	for (size_t i = 0; i < cf->nservers; i++) {
 		if (cf->servers[i].access_log == NULL)
 			continue;

@@ -11,6 +11,7 @@
 #include <sys/types.h>
 
 struct config;
+struct fsafe_user;
 struct mime_table;
 struct stats;
 struct store;
@@ -40,7 +41,28 @@ struct runtime {
 	bool drop_privileges;		/* started as root: workers switch */
 	uid_t uid;
 	gid_t gid;
+	const char *user;		/* their name, for messages */
 };
+
+/* Receives one warning line ("FILE:LINE: what"). */
+typedef void master_warn_fn(const char *msg);
+
+/*
+ * What a config needs from the machine (preflight.c), checked without
+ * changing anything: users, log files, the pid file's folder, listening
+ * addresses, the store file.  corral -t runs it, and start and reload run
+ * it first, so they agree.  Returns 0, or -1 with "FILE:LINE: why" in err;
+ * warnings go to warn (may be NULL).
+ */
+int master_preflight(const struct config *cf, master_warn_fn *warn,
+    char *err, size_t errlen);
+
+/*
+ * The user the workers run as, when we are root (u->set); "FILE:LINE:
+ * why" in err and -1 when it or the group does not exist.
+ */
+int master_user(const struct config *cf, struct fsafe_user *u, char *err,
+    size_t errlen);
 
 /*
  * Opens everything a config names, taking over the listening sockets of
@@ -60,11 +82,14 @@ void runtime_free(struct runtime *rt);
 /* Opens a log for appending, owned by the workers' user; -1 on error. */
 int runtime_open_log(const struct runtime *rt, const char *path);
 
+/*
+ * Opens cf's error log safely (fsafe.h) and makes it the log (stderr when
+ * the config has none); -1 with "FILE:LINE: why" in err, the log kept.
+ */
+int master_error_log(const struct config *cf, char *err, size_t errlen);
+
 /* Fails, saying why on stderr, when a live corral holds the pid file. */
 int master_check_pidfile(const struct config *cf);
-
-/* Fails, saying why on stderr, when stats_file's folder is missing. */
-int master_check_stats_file(const struct config *cf);
 
 /*
  * Creates (or, with cache.persist, reopens) the shared-memory store before

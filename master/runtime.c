@@ -8,10 +8,9 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <grp.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +18,7 @@
 #include <unistd.h>
 
 #include "master/config.h"
+#include "master/fsafe.h"
 #include "master/log.h"
 #include "master/master.h"
 #include "master/tls_conf.h"
@@ -75,51 +75,66 @@ adopt_listener(const struct runtime *old, const struct config_listen *l)
 	return -1;
 }
 
-/* Opens a log file for appending, owned by the workers' user. */
+/*
+ * Opens a log file for appending as root, safely (fsafe.h), owned by the
+ * workers' user: they reopen it by path after a rotation (SIGUSR1).
+ */
 int
 runtime_open_log(const struct runtime *rt, const char *path)
 {
+	struct fsafe_user u = { rt->drop_privileges, rt->uid, rt->gid,
+	    rt->user };
+	char err[PATH_MAX + 256];
 	int fd;
 
-	fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0640);
-	if (fd == -1) {
-		log_at(L_CRIT, errno, "open %s", path);
-		return -1;
-	}
-	/* Workers reopen logs by path after a rotation (SIGUSR1). */
-	if (rt->drop_privileges && fchown(fd, rt->uid, rt->gid) == -1)
-		log_at(L_WARN, errno, "chown %s", path);
+	fd = fsafe_open(path, FSAFE_LOG, &u, err, sizeof(err));
+	if (fd == -1)
+		log_crit("open log %s", err);
 	return fd;
+}
+
+int
+master_error_log(const struct config *cf, char *err, size_t errlen)
+{
+	char why[PATH_MAX + 256];
+	struct fsafe_user u;
+	int fd = -1, n;
+
+	if (master_user(cf, &u, err, errlen) == -1)
+		return -1;
+	if (cf->error_log != NULL) {
+		fd = fsafe_open(cf->error_log, FSAFE_LOG, &u, why,
+		    sizeof(why));
+		if (fd == -1) {
+			n = cf->lines.error_log;
+			if (n > 0)
+				snprintf(err, errlen, "%s:%d: error_log %s",
+				    cf->file, n, why);
+			else
+				snprintf(err, errlen, "%s: error_log %s",
+				    cf->file, why);
+			return -1;
+		}
+	}
+	log_use_fd(fd);
+	return 0;
 }
 
 /* Finds the user and group the workers run as when we are root. */
 static int
 resolve_user(struct runtime *rt)
 {
-	const struct config *cf = rt->cf;
-	const char *user = cf->user != NULL ? cf->user : "nobody";
-	struct passwd *pw;
-	struct group *gr;
+	struct fsafe_user u;
+	char err[512];
 
-	if (geteuid() != 0 || strcmp(user, "root") == 0)
-		return 0;
-	pw = getpwnam(user);
-	if (pw == NULL) {
-		log_crit("%s: user \"%s\" does not exist", cf->file, user);
+	if (master_user(rt->cf, &u, err, sizeof(err)) == -1) {
+		log_crit("%s", err);
 		return -1;
 	}
-	rt->uid = pw->pw_uid;
-	rt->gid = pw->pw_gid;
-	if (cf->group != NULL) {
-		gr = getgrnam(cf->group);
-		if (gr == NULL) {
-			log_crit("%s: group \"%s\" does not exist", cf->file,
-			    cf->group);
-			return -1;
-		}
-		rt->gid = gr->gr_gid;
-	}
-	rt->drop_privileges = true;
+	rt->drop_privileges = u.set;
+	rt->uid = u.uid;
+	rt->gid = u.gid;
+	rt->user = u.name;
 	return 0;
 }
 

@@ -1,0 +1,206 @@
+/*
+ * What a config needs from the machine, checked before anything is
+ * opened or bound: the users exist, the log files and the pid file's
+ * folder can be written safely by root and reopened by the workers, the
+ * listening addresses can be bound, the store file is safe to open.
+ *
+ * "corral -t" runs exactly these checks, and start and reload run them
+ * first, so that what -t accepts starts and what start refuses, -t
+ * reported.  Nothing here creates or changes a file.
+ */
+#include <errno.h>
+#include <grp.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <pwd.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "master/config.h"
+#include "master/fsafe.h"
+#include "master/master.h"
+
+#define GROUPS_MAX	256
+
+static int __attribute__((format(printf, 5, 6)))
+at(const struct config *cf, int line, char *out, size_t outlen,
+    const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	if (line > 0)
+		n = snprintf(out, outlen, "%s:%d: ", cf->file, line);
+	else
+		n = snprintf(out, outlen, "%s: ", cf->file);
+	if (n >= 0 && (size_t)n < outlen) {
+		va_start(ap, fmt);
+		vsnprintf(out + n, outlen - (size_t)n, fmt, ap);
+		va_end(ap);
+	}
+	return -1;
+}
+
+int
+master_user(const struct config *cf, struct fsafe_user *u, char *err,
+    size_t errlen)
+{
+	const char *user = cf->user != NULL ? cf->user : "nobody";
+	struct passwd *pw;
+	struct group *gr;
+
+	memset(u, 0, sizeof(*u));
+	if (geteuid() != 0 || strcmp(user, "root") == 0)
+		return 0;
+	if ((pw = getpwnam(user)) == NULL)
+		return at(cf, cf->lines.user, err, errlen,
+		    "user \"%s\" does not exist", user);
+	u->uid = pw->pw_uid;
+	u->gid = pw->pw_gid;
+	if (cf->group != NULL) {
+		if ((gr = getgrnam(cf->group)) == NULL)
+			return at(cf, cf->lines.group, err, errlen,
+			    "group \"%s\" does not exist", cf->group);
+		u->gid = gr->gr_gid;
+	}
+	u->name = cf->user != NULL ? cf->user : "nobody";
+	u->set = true;
+	return 0;
+}
+
+/* Mode bits of a folder let the user (uid, gid and groups) enter it. */
+static bool
+may_enter(const struct stat *st, uid_t uid, const gid_t *groups, int n)
+{
+	if (st->st_uid == uid)
+		return st->st_mode & S_IXUSR;
+	for (int i = 0; i < n; i++)
+		if (groups[i] == st->st_gid)
+			return st->st_mode & S_IXGRP;
+	return st->st_mode & S_IXOTH;
+}
+
+/*
+ * Workers reopen logs by path after a rotation, as their user: every
+ * folder on the way must let them through.  Returns the first that does
+ * not, in buf, or NULL.
+ */
+static const char *
+blocked_folder(const char *path, const struct fsafe_user *u, char *buf,
+    size_t size)
+{
+	gid_t groups[GROUPS_MAX];
+	int n = GROUPS_MAX;
+	struct stat st;
+	char *p;
+
+	if (getgrouplist(u->name, u->gid, groups, &n) == -1)
+		n = 0;
+	if (snprintf(buf, size, "%s", path) >= (int)size)
+		return NULL;
+	for (p = buf + 1; (p = strchr(p, '/')) != NULL; p++) {
+		*p = '\0';
+		if (stat(buf, &st) == 0 && S_ISDIR(st.st_mode) &&
+		    !may_enter(&st, u->uid, groups, n))
+			return buf;
+		*p = '/';
+	}
+	return NULL;
+}
+
+static int
+check_log(const struct config *cf, const char *what, const char *path,
+    int line, const struct fsafe_user *u, master_warn_fn *warn, char *err,
+    size_t errlen)
+{
+	char why[PATH_MAX + 256], dir[PATH_MAX];
+	const char *blocked;
+
+	if (fsafe_check(path, FSAFE_LOG, u, why, sizeof(why)) == -1)
+		return at(cf, line, err, errlen, "%s %s", what, why);
+	if (u->set && warn != NULL &&
+	    (blocked = blocked_folder(path, u, dir, sizeof(dir))) != NULL) {
+		at(cf, line, why, sizeof(why), "%s %s: the workers' user %s "
+		    "cannot enter %s, so they cannot reopen the log after a "
+		    "rotation (SIGUSR1)", what, path, u->name, blocked);
+		warn(why);
+	}
+	return 0;
+}
+
+/*
+ * Binds each address once, as start will: an address that is not this
+ * machine's, or a port the user may not bind, fails here.  An address in
+ * use is not an error here: it may be ours, running.
+ */
+static int
+check_listen(const struct config *cf, char *err, size_t errlen)
+{
+	int fd, on = 1, e;
+
+	for (size_t i = 0; i < cf->nlisten; i++) {
+		const struct config_listen *l = &cf->listen[i];
+
+		fd = socket(l->addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (fd == -1)
+			return at(cf, cf->lines.listen, err, errlen,
+			    "listen \"%s\": %s", l->text, strerror(errno));
+		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on));
+		if (l->addr.ss_family == AF_INET6)
+			setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &on,
+			    sizeof(on));
+		e = bind(fd, (const struct sockaddr *)&l->addr, l->addrlen) ==
+		    -1 ? errno : 0;
+		close(fd);
+		if (e != 0 && e != EADDRINUSE)
+			return at(cf, cf->lines.listen, err, errlen,
+			    "listen \"%s\": %s", l->text, strerror(e));
+	}
+	return 0;
+}
+
+int
+master_preflight(const struct config *cf, master_warn_fn *warn, char *err,
+    size_t errlen)
+{
+	char why[PATH_MAX + 256];
+	struct fsafe_user u;
+
+	if (master_user(cf, &u, err, errlen) == -1)
+		return -1;
+	if (cf->error_log != NULL && check_log(cf, "error_log",
+	    cf->error_log, cf->lines.error_log, &u, warn, err, errlen) == -1)
+		return -1;
+	for (size_t i = 0; i < cf->nservers; i++) {
+		const struct config_server *s = &cf->servers[i];
+
+		if (s->access_log != NULL && check_log(cf, "access_log",
+		    s->access_log, s->access_log_line, &u, warn, err,
+		    errlen) == -1)
+			return -1;
+	}
+	if (cf->pid_file != NULL &&
+	    fsafe_check_replace(cf->pid_file, why, sizeof(why)) == -1)
+		return at(cf, cf->lines.pid_file, err, errlen, "pid_file %s",
+		    why);
+	/* Made anew at each start (unlinked, then O_EXCL): a pid file's
+	 * rules. */
+	if (cf->stats_file != NULL &&
+	    fsafe_check_replace(cf->stats_file, why, sizeof(why)) == -1)
+		return at(cf, cf->stats_file_line, err, errlen,
+		    "stats_file %s", why);
+	if (cf->cache.size > 0 && cf->cache.path != NULL &&
+	    fsafe_check(cf->cache.path, FSAFE_STORE, NULL, why,
+	    sizeof(why)) == -1)
+		return at(cf, cf->cache.path_line, err, errlen,
+		    "cache path %s", why);
+	/* The store's layout, with the words store_create() would use. */
+	if (master_check_store(cf, err, errlen) == -1)
+		return -1;
+	return check_listen(cf, err, errlen);
+}
