@@ -8,7 +8,7 @@ import socket
 import stat
 import subprocess
 
-from harness import (BIN, Corral, CorralTestCase, build_request,
+from harness import (BIN, Corral, CorralTestCase, Raw, build_request,
                      proc_children, proc_stat, read_text, same_process,
                      wait_until)
 
@@ -430,7 +430,80 @@ class CorralctlTest(CorralTestCase):
                           if same_process(q, t)], 'old processes remain')
         self.assertServes(c)
 
+    def check_restart_refused(self, c, text, why):
+        pid = self.start(c)
+        start = proc_stat(pid)[2]
+        self.save(c, text)
+        p = self.ctl(c, 'restart')
+        self.assertEqual(p.returncode, 1, p.stdout)
+        self.assertRegex(p.stderr, r'(?m)^corral: %s:\d+: .*%s' %
+                         (re.escape(c.conf_path), why))
+        self.assertIn('not restarted', p.stderr)
+        self.assertNotIn('stopped', p.stdout)
+        self.assertTrue(same_process(pid, start), 'corral was stopped')
+        self.assertEqual(read_pid(c.pid_file), pid)
+        self.assertServes(c)
+        self.save(c)	# so that the cleanup can stop it
+
+    def test_restart_bad_syntax_keeps_serving(self):
+        c = self.server()
+        self.check_restart_refused(
+            c, c.config_text().replace('workers = 2\n', 'workers = two\n'),
+            'workers')
+
+    def test_restart_unknown_user_keeps_serving(self):
+        # Good syntax that start would refuse: -t refuses it too.
+        c = self.server()
+        self.check_restart_refused(
+            c, c.config_text().replace('workers = 2\n', 'workers = 2\n'
+                                       'user = "no-such-user-here"\n'),
+            'user "no-such-user-here" does not exist')
+
     # -- reload and reopen
+
+    def test_reload_of_cache_section_says_restart(self):
+        c = self.server(workers=1)
+        c.directives['cache'] = {'size': Raw('4m'), 'stripes': 4,
+                                 'max_object': Raw('64k')}
+        self.save(c)
+        pid = self.start(c)
+        self.wait_named_workers(pid, 1, 1)
+        c.directives['cache']['size'] = Raw('8m')
+        self.save(c)
+        p = self.ctl(c, 'reload')
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(p.stdout, 'reloading corral (pid %d)\n' % pid)
+        self.assertRegex(p.stderr, r'^corralctl: the cache section changed;'
+                         r' .*corralctl restart')
+        self.assertRegex(c.log(), r'\[warn\] \d+ master: .*the cache '
+                         r'section changed')
+        self.wait_named_workers(pid, 1, 2)
+        self.assertServes(c)
+        # A reload that leaves the cache alone says nothing of it.
+        c.directives['workers'] = 2
+        self.save(c)
+        p = self.ctl(c, 'reload')
+        self.assertEqual((p.returncode, p.stderr), (0, ''))
+
+    def test_reload_that_fails_in_the_master_is_reported(self):
+        # -t cannot know that another program holds a port: the master
+        # finds out, keeps the old config, and corralctl says so.
+        c = self.server(workers=1)
+        pid = self.start(c)
+        self.wait_named_workers(pid, 1, 1)
+        busy = socket.socket()
+        self.addCleanup(busy.close)
+        busy.bind(('127.0.0.1', 0))
+        busy.listen(1)
+        c.directives['listen'] = c.directives['listen'] + [
+            '127.0.0.1:%d' % busy.getsockname()[1]]
+        self.save(c)
+        p = self.ctl(c, 'reload')
+        self.assertEqual(p.returncode, 1, p.stdout + p.stderr)
+        self.assertIn('Address already in use', p.stderr)
+        self.assertIn('the reload failed', p.stderr)
+        self.assertServes(c)
+        self.assertEqual(self.ctl(c, 'status').returncode, 0)
 
     def test_reload(self):
         c = self.server(workers=2)
