@@ -54,7 +54,7 @@ load(const char *path, struct mime_table **mime)
 		fprintf(stderr, "corral: %s\n", err);
 		return NULL;
 	}
-	*mime = mime_load(cf->mime_types, err, sizeof(err));
+	*mime = master_mime(cf, err, sizeof(err));
 	if (*mime == NULL) {
 		fprintf(stderr, "corral: %s\n", err);
 		config_free(cf);

@@ -740,7 +740,7 @@ reload(void)
 		log_error("%s; reload aborted, the old config stays", err);
 		return;
 	}
-	mime = mime_load(cf->mime_types, err, sizeof(err));
+	mime = master_mime(cf, err, sizeof(err));
 	if (mime == NULL) {
 		log_error("%s; reload aborted, the old config stays", err);
 		config_free(cf);

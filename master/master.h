@@ -58,6 +58,13 @@ int master_preflight(const struct config *cf, master_warn_fn *warn,
     char *err, size_t errlen);
 
 /*
+ * Loads the MIME types file cf names; NULL with "FILE:LINE: mime_types
+ * why" in err.
+ */
+struct mime_table *master_mime(const struct config *cf, char *err,
+    size_t errlen);
+
+/*
  * The user the workers run as, when we are root (u->set); "FILE:LINE:
  * why" in err and -1 when it or the group does not exist.
  */

@@ -24,6 +24,7 @@
 #include "master/config.h"
 #include "master/fsafe.h"
 #include "master/master.h"
+#include "worker/static.h"
 
 #define GROUPS_MAX	256
 
@@ -71,6 +72,17 @@ master_user(const struct config *cf, struct fsafe_user *u, char *err,
 	u->name = cf->user != NULL ? cf->user : "nobody";
 	u->set = true;
 	return 0;
+}
+
+struct mime_table *
+master_mime(const struct config *cf, char *err, size_t errlen)
+{
+	char why[PATH_MAX + 256];
+	struct mime_table *mt;
+
+	if ((mt = mime_load(cf->mime_types, why, sizeof(why))) == NULL)
+		at(cf, cf->lines.mime_types, err, errlen, "mime_types %s", why);
+	return mt;
 }
 
 /* Mode bits of a folder let the user (uid, gid and groups) enter it. */

@@ -639,8 +639,12 @@ class Corral:
         while True:
             if self.proc.poll() is not None:
                 self.returncode = self.proc.returncode
-                raise ServerError('server exited with %d at start-up\n%s' %
-                                  (self.proc.returncode, self.diagnostics()))
+                msg = 'server exited with %d at start-up\n%s' % (
+                    self.proc.returncode, self.diagnostics())
+                if self.check_config().returncode == 0:
+                    msg = ('corral -t accepted a config that does not start'
+                           ' (they must agree)\n' + msg)
+                raise ServerError(msg)
             try:
                 socket.create_connection(('127.0.0.1', self.port),
                                          timeout=1).close()
@@ -652,6 +656,12 @@ class Corral:
                 raise ServerError('server did not listen within %ds\n%s' %
                                   (START_TIMEOUT, self.diagnostics()))
             time.sleep(0.01)
+        # Every config the suite starts must pass corral -t as well.
+        t = self.check_config()
+        if t.returncode != 0:
+            self.stop(check=False)
+            raise ServerError('corral -t refuses a config that starts (they '
+                              'must agree):\n%s' % t.stderr)
         return self
 
     @property
