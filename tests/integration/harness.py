@@ -147,6 +147,15 @@ def pid_alive(pid):
     return st is not None and st[0] not in ('Z', 'X')
 
 
+def refused(port):
+    """True when nothing accepts connections on 127.0.0.1:port."""
+    try:
+        socket.create_connection(('127.0.0.1', port), timeout=2).close()
+    except ConnectionRefusedError:
+        return True
+    return False
+
+
 def wait_until(pred, timeout, interval=0.01):
     """Polls pred until it returns something true; returns that or None."""
     deadline = time.monotonic() + timeout

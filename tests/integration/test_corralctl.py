@@ -9,8 +9,8 @@ import stat
 import subprocess
 
 from harness import (BIN, Corral, CorralTestCase, Raw, build_request,
-                     proc_children, proc_stat, read_text, same_process,
-                     wait_until)
+                     proc_children, proc_stat, read_text, refused,
+                     same_process, wait_until)
 
 CTL = os.path.abspath(os.environ.get(
     'CORRALCTL', os.path.join(os.path.dirname(BIN), 'corralctl')))
@@ -26,15 +26,6 @@ def read_pid(path):
     """The pid in a pid file, or None when there is none."""
     text = read_text(path).strip()
     return int(text) if text.isdigit() else None
-
-
-def refused(port):
-    """True when nothing accepts connections on 127.0.0.1:port."""
-    try:
-        socket.create_connection(('127.0.0.1', port), timeout=2).close()
-    except ConnectionRefusedError:
-        return True
-    return False
 
 
 def comm(pid):

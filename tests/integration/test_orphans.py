@@ -9,19 +9,10 @@ import signal
 import socket
 import time
 
-from harness import (CorralTestCase, Raw, build_request, same_process,
-                     proc_stat, wait_until)
+from harness import (CorralTestCase, Raw, build_request, proc_stat,
+                     refused, same_process, wait_until)
 
 BIG = 24 * 1024 * 1024
-
-
-def refused(port):
-    """True when nothing accepts connections on 127.0.0.1:port."""
-    try:
-        socket.create_connection(('127.0.0.1', port), timeout=2).close()
-    except ConnectionRefusedError:
-        return True
-    return False
 
 
 class MasterDeathTest(CorralTestCase):
