@@ -17,7 +17,11 @@
  * then close their listening sockets, finish what they serve and exit, so
  * a new master can bind the same addresses and take the store.  (A
  * parent-death signal would not do: the kernel clears it when a worker
- * drops privileges, and it cannot say "finish first".)
+ * drops privileges, and it cannot say "finish first".)  A reload keeps
+ * the same master, so every generation shares the one pipe.  Its write
+ * end is close-on-exec: a master that re-executed itself (for a binary
+ * upgrade, which corral does not do) would have to hand it on, or its
+ * workers would take the exec for its death.
  */
 #include <errno.h>
 #include <fcntl.h>

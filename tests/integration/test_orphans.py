@@ -99,3 +99,31 @@ class MasterDeathTest(CorralTestCase):
         self.assertTrue(wait_until(lambda: not alive(), 5),
                         'idle workers %r outlived their master' % alive())
         self.assertTrue(refused(c.port))
+
+    def test_sigkill_master_stalled_client_bounded(self):
+        # A client that never reads keeps its response in flight: without
+        # a master, the worker itself ends it at worker_shutdown_timeout.
+        c = self.make(workers=1, worker_shutdown_timeout=Raw('1s'),
+                      send_timeout=Raw('60s'))
+        c.write('big.bin', b'x' * BIG)
+        c.start()
+        worker = c.wait_workers(1)[0]
+        start = proc_stat(worker)[2]
+        stalled = c.connect(timeout=20)
+        self.addCleanup(stalled.close)
+        stalled.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        stalled.send(build_request('/big.bin'))
+        self.assertTrue(stalled._fill(time.monotonic() + 5,
+                                      'the first bytes'))
+        mark = c.log_mark()
+        c.expect_exit = True
+        t0 = time.monotonic()
+        os.kill(c.master_pid, signal.SIGKILL)
+        c.proc.wait(10)
+        self.assertTrue(wait_until(lambda: not same_process(worker, start),
+                                   10), 'the orphan worker did not exit')
+        elapsed = time.monotonic() - t0
+        self.assertGreater(elapsed, 0.8, 'did not wait for the response')
+        self.assertLess(elapsed, 6)
+        c.wait_log(r'\[warn\] .*still in progress after '
+                   r'worker_shutdown_timeout', mark=mark)
