@@ -212,8 +212,10 @@ class FileSafetyTest(CorralTestCase):
         with open(pid) as f:
             self.assertEqual(int(f.read()), c.master_pid)
         self.assertEqual(os.stat(pid).st_uid, 0)
+        # No temporary name is left behind (stats_file follows pid_file).
         self.assertEqual(sorted(os.listdir(tmp)),
-                         ['access.log', 'corral.pid', 'error.log'])
+                         ['access.log', 'corral.pid', 'corral.stats',
+                          'error.log'])
         self.assertEqual(os.stat(os.path.join(tmp, 'access.log')).st_uid,
                          NOBODY.pw_uid)
 
