@@ -89,6 +89,13 @@ cache_body_reserve(struct store *s, const void *key, size_t klen,
 	return STORE_OK;
 }
 
+uint64_t
+cache_body_max(uint64_t max_object)
+{
+	return max_object > sizeof(struct cache_obj) ?
+	    max_object - sizeof(struct cache_obj) : 0;
+}
+
 enum store_result
 cache_body_set(struct store *s, const void *key, size_t klen,
     const void *body, size_t len)

@@ -88,6 +88,9 @@ size_t cache_key(char *key, enum cache_ns ns, const void *a, size_t alen,
 enum store_result cache_body_reserve(struct store *s, const void *key,
     size_t klen, size_t len, struct store_wref *w, char **body);
 
+/* The largest body an object of max_object bytes has room for. */
+uint64_t cache_body_max(uint64_t max_object);
+
 /* Stores len body bytes as an object under key. */
 enum store_result cache_body_set(struct store *s, const void *key,
     size_t klen, const void *body, size_t len);

@@ -422,7 +422,7 @@ fentry_load(struct fcache *fc, struct fentry *fe, int fd,
 	fe->gz = fc->cf->gzip && worker.store != NULL &&
 	    (uint64_t)fe->size >= fc->cf->gzip_min_length && fe->size > 0 &&
 	    (uint64_t)fe->size <= fc->cf->cache.file_max &&
-	    (uint64_t)fe->size <= fc->cf->cache.max_object &&
+	    (uint64_t)fe->size <= cache_body_max(fc->cf->cache.max_object) &&
 	    gzip_type(fc->cf, fe->type, strlen(fe->type));
 	if (!fentry_headers(fe)) {
 		fe->err = ENOMEM;
@@ -431,7 +431,7 @@ fentry_load(struct fcache *fc, struct fentry *fe, int fd,
 	}
 	if (worker.store != NULL && fe->size > 0 &&
 	    (uint64_t)fe->size <= fc->cf->cache.file_max &&
-	    (uint64_t)fe->size <= fc->cf->cache.max_object &&
+	    (uint64_t)fe->size <= cache_body_max(fc->cf->cache.max_object) &&
 	    fentry_store_key(fe)) {
 		/* The bytes are read into the store on first use. */
 		fe->shared = true;

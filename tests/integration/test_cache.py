@@ -58,6 +58,22 @@ class CacheTest(CorralTestCase):
         self.assertEqual(st['hits'], i + 1, st)
         self.assertGreaterEqual(st['bytes_used'], len(data))
 
+    def test_file_at_max_object_served_from_the_file(self):
+        # A file kept in the store is an object: its bytes and a header.
+        # One that leaves no room for the header is sent from the file
+        # every time, not offered to the store each time in vain.
+        c = self.start_cached(cache_extra={'max_object': '64k'})
+        big, small = os.urandom(64 << 10), os.urandom((64 << 10) - 100)
+        c.write('big.bin', big)
+        c.write('small.bin', small)
+        for _ in range(5):
+            self.assertBody(c.get('/big.bin'), big)
+            self.assertBody(c.get('/small.bin'), small)
+        st = self.stats(c)
+        self.assertEqual(st['too_large'], 0, st)
+        self.assertEqual(st['sets'], 1, st)
+        self.assertEqual(st['hits'], 5, st)
+
     def test_changed_file_is_a_new_entry(self):
         c = self.start_cached(file_cache_valid=Raw('0s'))
         c.write('page.txt', b'version one\n')
