@@ -29,7 +29,7 @@
 	X(DOCUMENT_ROOT)	X(SERVER_PROTOCOL)	X(REQUEST_SCHEME) \
 	X(GATEWAY_INTERFACE)	X(SERVER_SOFTWARE)	X(REMOTE_ADDR)	\
 	X(REMOTE_PORT)		X(SERVER_ADDR)		X(SERVER_PORT)	\
-	X(SERVER_NAME)		X(REDIRECT_STATUS)
+	X(SERVER_NAME)		X(REDIRECT_STATUS)	X(HTTPS)
 
 enum param {
 #define X(name)	P_##name,
@@ -137,7 +137,7 @@ defaults(const struct upstream_request *rq, struct values *v, size_t slen,
 	x[P_DOCUMENT_ROOT][0] = str(s->root);
 	x[P_SERVER_PROTOCOL][0] = str(r->version == 10 ? "HTTP/1.0" :
 	    "HTTP/1.1");
-	x[P_REQUEST_SCHEME][0] = str("http");
+	x[P_REQUEST_SCHEME][0] = str(conn_tls(rq->c) ? "https" : "http");
 	x[P_GATEWAY_INTERFACE][0] = str("CGI/1.1");
 	x[P_SERVER_SOFTWARE][0] = str(SOFTWARE);
 	x[P_REMOTE_ADDR][0] = str(conn_peer(rq->c));
@@ -152,6 +152,8 @@ defaults(const struct upstream_request *rq, struct values *v, size_t slen,
 	x[P_SERVER_PORT][0] = str(v->sport);
 	x[P_SERVER_NAME][0] = str(s->nnames > 0 ? s->names[0] : "");
 	x[P_REDIRECT_STATUS][0] = str("200");
+	/* nginx: fastcgi_param HTTPS $https if_not_empty. */
+	x[P_HTTPS][0] = str(conn_tls(rq->c) ? "on" : "");
 }
 
 static bool
@@ -236,7 +238,8 @@ write_all(struct fcgi_params *w, const struct upstream_request *rq,
 	bool ok = true;
 
 	for (i = 0; ok && i < P_COUNT; i++)
-		if (!overridden(f, names[i].p, names[i].len))
+		if (!overridden(f, names[i].p, names[i].len) &&
+		    (i != P_HTTPS || v->v[i][0].len > 0))
 			ok = fcgi_params_add(w, names[i].p, names[i].len,
 			    false, v->v[i], v->v[i][1].p != NULL ? 2 : 1);
 	for (p = f->params; ok && p < f->params + f->nparams; p++) {

@@ -836,6 +836,18 @@ class Corral:
         return 'http://127.0.0.1:%d%s' % (self.port, path)
 
 
+class TLSConn(Conn):
+    """A client connection over TLS (Python's ssl), read like Conn."""
+
+    def __init__(self, port, ctx, name='localhost', timeout=IO_TIMEOUT):
+        self.timeout = timeout
+        raw = socket.create_connection(('127.0.0.1', port), timeout=timeout)
+        self.sock = ctx.wrap_socket(raw, server_hostname=name)
+        self.buf = bytearray()
+        self.eof = False
+        self.reset = False
+
+
 def quote(s):
     return '"' + str(s).replace('\\', '\\\\').replace('"', '\\"') + '"'
 

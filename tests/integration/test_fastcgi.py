@@ -11,15 +11,37 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import socket
+import ssl
 import subprocess
+import tempfile
 import time
 import unittest
 
-from harness import (Conn, Raw, ServerError, build_request, need_tool,
-                     parse_response, quote, wait_until)
+from harness import (Conn, Raw, ServerError, TLSConn, build_request,
+                     free_port, need_tool, parse_response, quote, wait_until)
 from fcgi_app import FcgiApp
 from phpfpm import CONN_PHP, FpmTestCase
+from tls_pki import PKI
+
+_pki = []
+
+
+def pki():
+    """A test CA and a certificate for localhost, made once."""
+    if not _pki:
+        if not shutil.which('openssl'):
+            raise unittest.SkipTest('openssl is not installed')
+        d = tempfile.mkdtemp(prefix='corral-fcgi-pki-')
+        os.chmod(d, 0o755)
+        _pki.append(PKI(d))
+    return _pki[0]
+
+
+def tearDownModule():
+    if _pki and not os.environ.get('CORRAL_KEEP'):
+        shutil.rmtree(_pki[0].dir, ignore_errors=True)
 
 # Echoes what PHP saw: $_SERVER, $_GET, $_POST and the uploads' digests.
 DUMP_PHP = r'''<?php
@@ -66,13 +88,23 @@ case 'cookies':
 class FastCGITestCase(FpmTestCase):
 
     def start_php(self, fpm=None, locations=None, upstream=None,
-                  addr='unix', **kw):
+                  addr='unix', tls=False, **kw):
         """
         corral with upstream "php" (protocol fastcgi) to fpm, and
-        locations {prefix: {directive: value}} (default: "/" to php).
+        locations {prefix: {directive: value}} (default: "/" to php);
+        with tls, a TLS port too (c.tls_port, a certificate for
+        localhost signed by pki().ca).
         """
         fpm = fpm or self.start_fpm()
+        if tls:
+            crt, key = pki().leaf('localhost')
+            server = dict(kw.pop('server', {}))
+            server.update(tls_certificate=crt, tls_certificate_key=key)
+            kw['server'] = server
         c = self.make(**kw)
+        if tls:
+            c.tls_port = free_port()
+            c.directives['listen'].append('127.0.0.1:%d tls' % c.tls_port)
         text = c.config_text()
         locs = ''
         for prefix, d in (locations or {'/': {}}).items():
@@ -248,6 +280,26 @@ class ServerVarsTest(FastCGITestCase):
         self.assertNotIn('HTTP_PROXY', s, 'httpoxy')
         self.assertNotIn('HTTP_X_UNDER', s)
 
+
+    def test_https_over_tls(self):
+        # nginx's fastcgi_params: REQUEST_SCHEME $scheme and HTTPS $https
+        # if_not_empty; applications build their own URLs from them.
+        c, _ = self.start_php(tls=True)
+        c.write('dump.php', DUMP_PHP)
+        ctx = ssl.create_default_context(cafile=pki().ca)
+        with TLSConn(c.tls_port, ctx) as t:
+            t.send(build_request('/dump.php'))
+            r = t.read_response()
+        self.assertEqual(r.status, 200, r)
+        s = json.loads(r.body)['server']
+        self.assertEqual(s.get('REQUEST_SCHEME'), 'https')
+        self.assertEqual(s.get('HTTPS'), 'on')
+        self.assertEqual(s.get('SERVER_PORT'), str(c.tls_port))
+        self.assertEqual(s.get('HTTP_X_FORWARDED_PROTO'), 'https')
+        # The plain port of the same server still says http.
+        s = self.dump(c)['server']
+        self.assertEqual(s.get('REQUEST_SCHEME'), 'http')
+        self.assertNotIn('HTTPS', s)
 
     def test_client_behind_a_trusted_proxy(self):
         c, _ = self.start_php(real_ip_from=['127.0.0.1'])

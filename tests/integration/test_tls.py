@@ -17,9 +17,9 @@ import tempfile
 import time
 import unittest
 
-from harness import (BIN, IO_TIMEOUT, Conn, CorralTestCase, Raw, build_request,
-                     free_port, need_tool, parse_byteranges, quote,
-                     wait_for, wait_until)
+from harness import (BIN, IO_TIMEOUT, Conn, CorralTestCase, Raw, TLSConn,
+                     build_request, free_port, need_tool, parse_byteranges,
+                     quote, wait_for, wait_until)
 from origin import Origin, body
 from tls_pki import PKI
 
@@ -39,18 +39,6 @@ def setUpModule():
 def tearDownModule():
     if PKI_DIR and not os.environ.get('CORRAL_KEEP'):
         shutil.rmtree(PKI_DIR, ignore_errors=True)
-
-
-class TLSConn(Conn):
-    """A client connection over TLS (Python's ssl), read like Conn."""
-
-    def __init__(self, port, ctx, name='localhost', timeout=IO_TIMEOUT):
-        self.timeout = timeout
-        raw = socket.create_connection(('127.0.0.1', port), timeout=timeout)
-        self.sock = ctx.wrap_socket(raw, server_hostname=name)
-        self.buf = bytearray()
-        self.eof = False
-        self.reset = False
 
 
 class TLSTestCase(CorralTestCase):
