@@ -35,6 +35,7 @@
 #include "worker/tls.h"
 
 #define QUIT_IDLE_GRACE_MS 1000
+#define REALIP_LINES	8	/* X-Forwarded-For lines looked at, the last */
 
 static struct conn *all_conns;
 static uint64_t conn_serial;
@@ -955,7 +956,7 @@ real_ip(struct conn *c)
 	const struct http_request *r = &c->req;
 	const char *name;
 	struct sockaddr_storage ss;
-	struct span v[8];
+	struct span v[REALIP_LINES];
 	const void *a;
 	size_t i, n = 0;
 	bool ok;
@@ -973,9 +974,13 @@ real_ip(struct conn *c)
 		return;
 	name = cf->real_ip_header == REAL_IP_XFF ? "x-forwarded-for" :
 	    "x-real-ip";
-	for (i = 0; i < r->nheaders && n < 8; i++)
+	/* The last lines: a proxy that adds a line of its own (HAProxy)
+	 * puts it after the client's, which may be any number. */
+	for (i = r->nheaders; i-- > 0 && n < REALIP_LINES;)
 		if (http_span_ieq(r->headers[i].name, name))
-			v[n++] = r->headers[i].value;
+			v[REALIP_LINES - 1 - n++] = r->headers[i].value;
+	if (n > 0 && n < REALIP_LINES)
+		memmove(v, v + REALIP_LINES - n, n * sizeof(*v));
 	if (cf->real_ip_header == REAL_IP_XFF)
 		ok = realip_from_xff(v, n, cf->real_ip_recursive, trusted,
 		    (void *)cf, &ss);

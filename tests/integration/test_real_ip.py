@@ -71,6 +71,24 @@ class RealIpTest(ProxyTestCase):
         self.upstream_fields(c, o, hdr)
         self.assertEqual(self.logged_clients(c, 1), ['10.1.2.3'])
 
+    def test_many_forwarded_lines_do_not_hide_the_proxys_own(self):
+        # A proxy such as HAProxy (option forwardfor) adds a line of its
+        # own after the client's: the client's lines, however many, must
+        # not push it out of sight.  Here the client claims to be local,
+        # which would open the loopback-only status page to it.
+        o = self.origin()
+        c = self.start_real_ip(o, ['127.0.0.1'], server={
+            'location "/status"': {'status': True}})
+        for n in (1, 8, 20):
+            with self.subTest(lines=n):
+                r = c.request(build_request('/status?json', headers=[
+                    'X-Forwarded-For: 127.0.0.1'] * n +
+                    ['X-Forwarded-For: 192.0.2.7']))
+                self.assertEqual(r.status, 403, r)
+                self.assertEqual(self.logged_clients(c, 1), ['192.0.2.7'])
+        # The proxy's own request still sees the page.
+        self.assertEqual(c.get('/status?json').status, 200)
+
     def test_x_real_ip(self):
         o = self.origin()
         c = self.start_real_ip(o, ['127.0.0.1'],
