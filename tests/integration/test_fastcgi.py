@@ -11,11 +11,9 @@ import hashlib
 import json
 import os
 import re
-import shutil
 import socket
 import ssl
 import subprocess
-import tempfile
 import time
 import unittest
 
@@ -23,25 +21,7 @@ from harness import (Conn, Raw, ServerError, TLSConn, build_request,
                      free_port, need_tool, parse_response, quote, wait_until)
 from fcgi_app import FcgiApp
 from phpfpm import CONN_PHP, FpmTestCase
-from tls_pki import PKI
-
-_pki = []
-
-
-def pki():
-    """A test CA and a certificate for localhost, made once."""
-    if not _pki:
-        if not shutil.which('openssl'):
-            raise unittest.SkipTest('openssl is not installed')
-        d = tempfile.mkdtemp(prefix='corral-fcgi-pki-')
-        os.chmod(d, 0o755)
-        _pki.append(PKI(d))
-    return _pki[0]
-
-
-def tearDownModule():
-    if _pki and not os.environ.get('CORRAL_KEEP'):
-        shutil.rmtree(_pki[0].dir, ignore_errors=True)
+from tls_pki import shared as pki
 
 # Echoes what PHP saw: $_SERVER, $_GET, $_POST and the uploads' digests.
 DUMP_PHP = r'''<?php

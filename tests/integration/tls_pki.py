@@ -4,8 +4,12 @@ and leaf certificates signed by it (ECDSA P-256 or RSA 2048), one with
 dates in the past, and keys that match nothing.
 """
 
+import atexit
 import os
+import shutil
 import subprocess
+import tempfile
+import unittest
 
 CA_CNF = """[ca]
 default_ca = test
@@ -81,3 +85,22 @@ class PKI:
                               crt], capture_output=True, text=True,
                              check=True)
         return out.stdout.strip().split('=')[1]
+
+
+_shared = []
+
+
+def shared():
+    """
+    One CA for the tests of a module that only need some certificate
+    (made at the first call, removed at exit unless CORRAL_KEEP is set).
+    """
+    if not _shared:
+        if not shutil.which('openssl'):
+            raise unittest.SkipTest('openssl is not installed')
+        d = tempfile.mkdtemp(prefix='corral-pki-')
+        os.chmod(d, 0o755)
+        if not os.environ.get('CORRAL_KEEP'):
+            atexit.register(shutil.rmtree, d, True)
+        _shared.append(PKI(d))
+    return _shared[0]
