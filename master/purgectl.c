@@ -1,9 +1,10 @@
 /*
  * corral -P URL: drops a URL, with all its variants, from the running
- * server's cache, without curl and without purge_allow.  It sends PURGE to
- * the server's first listening address over loopback, with the server's
- * purge token (read from stats_file, which only root can read) in
- * X-Corral-Purge, and says what the server answered.
+ * server's cache, without curl and without purge_allow.  It sends PURGE,
+ * in plain HTTP, to the server's first listening address without tls over
+ * loopback, with the server's purge token (read from stats_file, which
+ * only root can read) in X-Corral-Purge, and says what the server
+ * answered.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -50,11 +51,21 @@ split_url(const char *url, const char *dflt_host, char *host, size_t hlen,
 	return 0;
 }
 
-/* The first listening address, with a wildcard made loopback. */
-static int
-dial(const struct config *cf)
+/* The first plain HTTP address (the request is not TLS), or NULL. */
+static const struct config_listen *
+plain_listen(const struct config *cf)
 {
-	struct sockaddr_storage ss = cf->listen[0].addr;
+	for (size_t i = 0; i < cf->nlisten; i++)
+		if (!cf->listen[i].tls)
+			return &cf->listen[i];
+	return NULL;
+}
+
+/* That address, with a wildcard made loopback. */
+static int
+dial(const struct config_listen *l)
+{
+	struct sockaddr_storage ss = l->addr;
 	struct timeval tv = { PURGE_TIMEOUT_S, 0 };
 	int fd;
 
@@ -74,8 +85,7 @@ dial(const struct config *cf)
 		return -1;
 	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-	if (connect(fd, (struct sockaddr *)&ss, cf->listen[0].addrlen) ==
-	    -1) {
+	if (connect(fd, (struct sockaddr *)&ss, l->addrlen) == -1) {
 		close(fd);
 		return -1;
 	}
@@ -86,6 +96,7 @@ int
 monitor_purge(const struct config *cf, const char *url)
 {
 	char host[256], token[STATS_TOKEN_LEN + 1], req[8192], resp[512];
+	const struct config_listen *l = plain_listen(cf);
 	const char *target;
 	struct stats *st;
 	ssize_t n;
@@ -97,6 +108,11 @@ monitor_purge(const struct config *cf, const char *url)
 		fprintf(stderr, "corral: -P: \"%s\" is not a URL "
 		    "(http://host/path or /path)\n", url);
 		return 2;
+	}
+	if (l == NULL) {
+		fprintf(stderr, "corral: %s: -P needs a listen address without "
+		    "tls\n", cf->file);
+		return 1;
 	}
 	if (cf->stats_file == NULL) {
 		fprintf(stderr, "corral: %s: no stats_file (or pid_file): the "
@@ -117,13 +133,13 @@ monitor_purge(const struct config *cf, const char *url)
 		fprintf(stderr, "corral: -P: the URL is too long\n");
 		return 2;
 	}
-	if ((fd = dial(cf)) == -1) {
-		fprintf(stderr, "corral: %s: %s\n", cf->listen[0].text,
+	if ((fd = dial(l)) == -1) {
+		fprintf(stderr, "corral: %s: %s\n", l->text,
 		    strerror(errno));
 		return 1;
 	}
 	if (write(fd, req, (size_t)len) != len) {
-		fprintf(stderr, "corral: %s: %s\n", cf->listen[0].text,
+		fprintf(stderr, "corral: %s: %s\n", l->text,
 		    strerror(errno));
 		close(fd);
 		return 1;
@@ -138,7 +154,7 @@ monitor_purge(const struct config *cf, const char *url)
 	close(fd);
 	resp[got] = '\0';
 	if (sscanf(resp, "HTTP/1.%*d %d", &status) != 1) {
-		fprintf(stderr, "corral: %s: no answer\n", cf->listen[0].text);
+		fprintf(stderr, "corral: %s: no answer\n", l->text);
 		return 1;
 	}
 	if (status == 200) {

@@ -10,7 +10,8 @@ import os
 import subprocess
 import threading
 
-from harness import (BIN, CorralTestCase, Raw, quote, read_text,
+import tls_pki
+from harness import (BIN, CorralTestCase, Raw, free_port, quote, read_text,
                      wait_until)
 from origin import Origin
 
@@ -23,8 +24,15 @@ class UpstreamStatus(CorralTestCase):
         return o
 
     def start_proxy(self, peers, cache=False, workers=2, loc=None,
-                    upstream=None, **kw):
+                    upstream=None, tls_first=False, **kw):
+        if tls_first:
+            crt, key = tls_pki.shared().leaf('localhost')
+            kw['server'] = dict(kw.get('server', {}), tls_certificate=crt,
+                                tls_certificate_key=key)
         c = self.make(workers=workers, **kw)
+        if tls_first:
+            c.directives['listen'].insert(0, '127.0.0.1:%d tls' %
+                                          free_port())
         c.stats_path = os.path.join(c.tmp, 'corral.stats')
         c.directives['stats_file'] = Raw(quote(c.stats_path))
         text = c.config_text()
@@ -189,3 +197,17 @@ class UpstreamStatus(CorralTestCase):
                                  text=True, timeout=10)
             self.assertEqual(out.returncode, 0, out.stderr)
             self.assertEqual(out.stdout, 'purged localhost/api/p\n')
+
+    def test_corral_purge_when_the_first_listen_is_tls(self):
+        # corral -P speaks plain HTTP: it must not pick a TLS address.
+        o = self.origin()
+        o.script('/api/p', body=b'purge me\n',
+                 headers=[('Cache-Control', 'max-age=60')])
+        c = self.start_proxy([o.addr], cache=True, tls_first=True)
+        self.assertEqual(c.get('/api/p').header('X-Cache'), 'MISS')
+        self.assertEqual(c.get('/api/p').header('X-Cache'), 'HIT')
+        out = subprocess.run([BIN, '-P', '/api/p', '-c', c.conf_path],
+                             capture_output=True, text=True, timeout=10)
+        self.assertEqual((out.returncode, out.stdout),
+                         (0, 'purged localhost/api/p\n'), out.stderr)
+        self.assertEqual(c.get('/api/p').header('X-Cache'), 'MISS')
