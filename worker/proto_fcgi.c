@@ -2,8 +2,11 @@
  * FastCGI to application servers (php-fpm), as an upstream protocol
  * module (worker/upstream_proto.h).
  *
- * One request per connection at a time, id 1, FCGI_KEEP_CONN when the
- * group keeps connections.  The request is BEGIN_REQUEST, the CGI/1.1
+ * One request per connection at a time, FCGI_KEEP_CONN when the group
+ * keeps connections.  Each request has an id of its own (a per-worker
+ * count, never 0): output an application sends after END_REQUEST, once
+ * the connection went back to the pool, would otherwise read as the start
+ * of the next response on it; with another id it is refused (502).  The request is BEGIN_REQUEST, the CGI/1.1
  * parameters (worker/fcgi_params.c) and the body as STDIN records; the
  * response is STDOUT records holding a CGI header block (worker/cgi.h)
  * and the body, STDERR records that go to the error log at warn, and
@@ -24,12 +27,12 @@
 #include "worker/upstream.h"
 #include "worker/upstream_proto.h"
 
-#define FCGI_ID		1
 #define HEAD_INIT	1024		/* grown up to max_header_size */
 #define ERR_LINE_MAX	2048		/* one STDERR line in the log */
 
 struct fcgi_ctx {
 	struct fcgi_parser p;
+	uint16_t id;			/* the request's */
 	bool keep_conn;			/* asked the application to keep it */
 	bool no_body;			/* HEAD: discard what STDOUT brings */
 	bool stdin_done;		/* the empty STDIN record was written */
@@ -64,7 +67,7 @@ log_stderr(const struct fcgi_ctx *ctx, const char *p, size_t len)
 /* The request ------------------------------------------------------- */
 
 static bool
-add_stdin(struct upstream_buf *out, const char *p, size_t len)
+add_stdin(struct upstream_buf *out, uint16_t id, const char *p, size_t len)
 {
 	char *h;
 	size_t n;
@@ -72,7 +75,7 @@ add_stdin(struct upstream_buf *out, const char *p, size_t len)
 	do {
 		if ((h = upstream_buf_reserve(out, FCGI_HEADER_LEN)) == NULL)
 			return false;
-		n = fcgi_stdin_header(h, FCGI_ID, len);
+		n = fcgi_stdin_header(h, id, len);
 		out->len += FCGI_HEADER_LEN;
 		if (n > 0 && !upstream_buf_add(out, p, n))
 			return false;
@@ -90,22 +93,26 @@ static int
 fcgi_request_head(struct upstream_conn *uc, void *vctx,
     const struct upstream_request *rq, struct upstream_buf *out)
 {
+	static uint16_t last_id;
 	struct fcgi_ctx *ctx = vctx;
 	const struct http_request *r = rq->r;
 	int status;
 
+	if (++last_id == 0)
+		last_id = 1;
+	ctx->id = last_id;
 	ctx->peer = upstream_peer_name(upstream_conn_peer(uc));
 	ctx->no_body = rq->no_body;
 	ctx->keep_conn = rq->up->keepalive > 0;
 	ctx->left = -1;
-	fcgi_parser_init(&ctx->p, FCGI_ID);
+	fcgi_parser_init(&ctx->p, ctx->id);
 	if (r->chunked)
 		return 411;		/* CGI needs CONTENT_LENGTH */
-	status = fcgi_params_build(rq, FCGI_ID, ctx->keep_conn, out);
+	status = fcgi_params_build(rq, ctx->id, ctx->keep_conn, out);
 	if (status != 0 || r->content_length > 0)
 		return status;
 	ctx->stdin_done = true;
-	return add_stdin(out, NULL, 0) ? 0 : 502;
+	return add_stdin(out, ctx->id, NULL, 0) ? 0 : 502;
 }
 
 static bool
@@ -114,10 +121,10 @@ fcgi_request_body(void *vctx, const char *p, size_t len, bool last,
 {
 	struct fcgi_ctx *ctx = vctx;
 
-	if (len > 0 && !add_stdin(out, p, len))
+	if (len > 0 && !add_stdin(out, ctx->id, p, len))
 		return false;
 	if (last && !ctx->stdin_done) {
-		if (!add_stdin(out, NULL, 0))
+		if (!add_stdin(out, ctx->id, NULL, 0))
 			return false;
 		ctx->stdin_done = true;
 	}

@@ -13,7 +13,9 @@ What it answers depends on SCRIPT_NAME (the path corral asks for):
   /bad-type      a record of type 12
   /begin         a BEGIN_REQUEST record (an application may not send one)
   /wrong-id      STDOUT for request id 2
-  /after-end     END_REQUEST, then a STDOUT record
+  /after-end     END_REQUEST, then a STDOUT record, in the same write
+  /late          a good response; the next request on the connection
+                 gets a STDOUT record of this one's id before its own
   /end-short     END_REQUEST of 7 bytes
   /overloaded    END_REQUEST with protocol status OVERLOADED
   /truncated     the header, part of the body, then the connection closes
@@ -25,7 +27,8 @@ What it answers depends on SCRIPT_NAME (the path corral asks for):
   /huge-head     a header block larger than any limit
   /stderr        two STDERR lines, then a good response
 
-It counts requests per SCRIPT_NAME (app.count(path)) and connections.
+It answers with the request id the request came with, as php-fpm does,
+and counts requests per SCRIPT_NAME (app.count(path)) and connections.
 """
 
 import os
@@ -42,60 +45,70 @@ def rec(rtype, content=b'', rid=1, pad=0, version=1):
                        0) + content + b'\0' * pad
 
 
-def end(status=0, proto=0, clen=8):
-    return rec(END, struct.pack('>IB3x', status, proto)[:clen])
-
-
 HEAD = b'Content-Type: text/plain\r\nCache-Control: max-age=60\r\n\r\n'
 
 
-def answer(script):
+def answer(script, rid=1):
     """The bytes to send for a script, and whether to close after."""
-    ok = rec(STDOUT, HEAD + b'good\n') + rec(STDOUT) + end()
+    def r(rtype, content=b'', **kw):
+        kw.setdefault('rid', rid)
+        return rec(rtype, content, **kw)
+
+    def e(status=0, proto=0, clen=8):
+        return r(END, struct.pack('>IB3x', status, proto)[:clen])
+
+    ok = r(STDOUT, HEAD + b'good\n') + r(STDOUT) + e()
     table = {
         '/good': (ok, False),
-        '/bad-version': (rec(STDOUT, HEAD, version=2) + end(), False),
-        '/bad-type': (rec(12, b'x') + end(), False),
-        '/begin': (rec(1, b'\0\1\0\0\0\0\0\0') + end(), False),
-        '/wrong-id': (rec(STDOUT, HEAD, rid=2) + end(), False),
-        '/after-end': (ok + rec(STDOUT, b'late'), False),
-        '/end-short': (rec(STDOUT, HEAD + b'x') + end(clen=7), False),
-        '/overloaded': (end(proto=2), False),
-        '/truncated': (rec(STDOUT, HEAD + b'part') +
-                       struct.pack('>BBHHBB', 1, STDOUT, 1, 100, 0, 0) +
+        '/late': (ok, False),
+        '/bad-version': (r(STDOUT, HEAD, version=2) + e(), False),
+        '/bad-type': (r(12, b'x') + e(), False),
+        '/begin': (r(1, b'\0\1\0\0\0\0\0\0') + e(), False),
+        '/wrong-id': (r(STDOUT, HEAD, rid=rid % 65535 + 1) + e(), False),
+        '/after-end': (ok + r(STDOUT, b'late'), False),
+        '/end-short': (r(STDOUT, HEAD + b'x') + e(clen=7), False),
+        '/overloaded': (e(proto=2), False),
+        '/truncated': (r(STDOUT, HEAD + b'part') +
+                       struct.pack('>BBHHBB', 1, STDOUT, rid, 100, 0, 0) +
                        b'only some', True),
-        '/no-end': (rec(STDOUT, HEAD + b'body') + rec(STDOUT), True),
-        '/padded': (rec(STDOUT, HEAD[:10], pad=6) +
-                    rec(STDOUT, HEAD[10:] + b'pad', pad=5) +
-                    rec(STDOUT, b'ded\n', pad=4) + rec(STDOUT, pad=8) +
-                    rec(END, struct.pack('>IB3x', 0, 0), pad=8), False),
-        '/cl-more': (rec(STDOUT, b'Content-Length: 3\r\n\r\nabcdef') +
-                     end(), False),
-        '/cl-less': (rec(STDOUT, b'Content-Length: 10\r\n\r\nabcd') +
-                     end(), False),
-        '/no-head-end': (rec(STDOUT, b'X-A: 1\r\n') + end(), False),
-        '/huge-head': (b''.join(rec(STDOUT, b'X-Pad: ' + b'p' * 60000 +
-                                    b'\r\n') for _ in range(3)) +
-                       rec(STDOUT, b'\r\n') + end(), False),
-        '/stderr': (rec(STDERR, b'first problem\nsecond problem\n') +
-                    rec(STDOUT, HEAD + b'fine\n') + rec(STDERR) +
-                    rec(STDOUT) + end(), False),
+        '/no-end': (r(STDOUT, HEAD + b'body') + r(STDOUT), True),
+        '/padded': (r(STDOUT, HEAD[:10], pad=6) +
+                    r(STDOUT, HEAD[10:] + b'pad', pad=5) +
+                    r(STDOUT, b'ded\n', pad=4) + r(STDOUT, pad=8) +
+                    r(END, struct.pack('>IB3x', 0, 0), pad=8), False),
+        '/cl-more': (r(STDOUT, b'Content-Length: 3\r\n\r\nabcdef') +
+                     e(), False),
+        '/cl-less': (r(STDOUT, b'Content-Length: 10\r\n\r\nabcd') +
+                     e(), False),
+        '/no-head-end': (r(STDOUT, b'X-A: 1\r\n') + e(), False),
+        '/huge-head': (b''.join(r(STDOUT, b'X-Pad: ' + b'p' * 60000 +
+                                  b'\r\n') for _ in range(3)) +
+                       r(STDOUT, b'\r\n') + e(), False),
+        '/stderr': (r(STDERR, b'first problem\nsecond problem\n') +
+                    r(STDOUT, HEAD + b'fine\n') + r(STDERR) +
+                    r(STDOUT) + e(), False),
     }
-    return table.get(script, (rec(STDOUT, b'Status: 404\r\n\r\n') + end(),
+    return table.get(script, (r(STDOUT, b'Status: 404\r\n\r\n') + e(),
                               False))
 
 
 def _read_request(f):
-    """Reads one request's records; returns its params, or None at EOF."""
+    """
+    Reads one request's records; returns its params and request id, or
+    None at EOF.
+    """
     params = b''
+    rid = None
     stdin_done = params_done = False
     while not (stdin_done and params_done):
         head = f.read(8)
         if len(head) < 8:
             return None
-        _, rtype, _, clen, pad = struct.unpack('>BBHHB', head[:7])
+        _, rtype, hid, clen, pad = struct.unpack('>BBHHB', head[:7])
         content = f.read(clen + pad)[:clen]
-        if rtype == 4:
+        if rtype == 1:
+            rid = hid
+        elif rtype == 4:
             params += content
             params_done = clen == 0
         elif rtype == 5:
@@ -114,7 +127,7 @@ def _read_request(f):
         name = params[i:i + lens[0]].decode()
         out[name] = params[i + lens[0]:i + lens[0] + lens[1]].decode()
         i += lens[0] + lens[1]
-    return out
+    return out, rid
 
 
 class FcgiApp:
@@ -149,18 +162,24 @@ class FcgiApp:
                              daemon=True).start()
 
     def _serve(self, conn):
+        junk = b''
         with conn, conn.makefile('rb') as f:
             while True:
                 try:
-                    params = _read_request(f)
+                    req = _read_request(f)
                 except OSError:
                     return
-                if params is None:
+                if req is None:
                     return
+                params, rid = req
                 script = params.get('SCRIPT_NAME', '')
                 with self.lock:
                     self.counts[script] = self.counts.get(script, 0) + 1
-                data, close = answer(script)
+                data, close = answer(script, rid)
+                # Late output of the previous request comes first.
+                data, junk = junk + data, b''
+                if script == '/late':
+                    junk = rec(STDOUT, b'late', rid=rid)
                 try:
                     conn.sendall(data)
                 except OSError:

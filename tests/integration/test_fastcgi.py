@@ -533,12 +533,33 @@ class MalformedTest(FastCGITestCase):
         r = c.get('/after-end')
         self.assertEqual((r.status, r.body), (200, b'good\n'))
         conns = app.connections
-        c.get('/good')
-        # (Seen once under load 18, not since: the connection was
-        # reused.  The log says whether corral saw the bytes.)
+        r = c.get('/good')
+        self.assertEqual((r.status, r.body), (200, b'good\n'))
+        self.assertEqual(r.header('Content-Type'), 'text/plain', r)
         self.assertEqual(app.connections, conns + 1,
                          'a connection that sent junk was reused\n%s' %
                          c.diagnostics())
+
+    def test_late_output_never_joins_the_next_response(self):
+        # Output of a finished request that comes after the connection
+        # went back to the pool (here: once the next request is in) is
+        # not the next request's: a 502, nothing stored, the connection
+        # closed.  It once surfaced under load in the test above as a
+        # reused connection, with the junk as the next response's head.
+        c, app = self.start_app()
+        r = c.get('/late')
+        self.assertEqual((r.status, r.body), (200, b'good\n'))
+        conns = app.connections
+        mark = c.log_mark()
+        r = c.get('/good')
+        self.assertEqual(r.status, 502, r)
+        c.wait_log(r'\[error\].*another request id', mark=mark)
+        r = c.get('/good')
+        self.assertEqual((r.status, r.body), (200, b'good\n'))
+        self.assertEqual(r.header('Content-Type'), 'text/plain', r)
+        self.assertNotIn('lateContent-Type', r.headers.names())
+        self.assertEqual(r.header('X-Cache'), 'MISS', r)
+        self.assertEqual(app.connections, conns + 1)
 
     def test_padded_records(self):
         c, app = self.start_app()
