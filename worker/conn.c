@@ -103,8 +103,11 @@ conn_via_trusted(const struct conn *c)
 bool
 conn_local(const struct conn *c, char *addr, size_t size, unsigned *port)
 {
+	/* The last connection asked about: requests that follow on it
+	 * cost no system call. */
+	static struct sockaddr_storage ss;
+	static uint64_t ss_serial;
 	const struct config_listen *l = &worker.cf->listen[c->lidx];
-	struct sockaddr_storage ss;
 	const struct sockaddr *sa = (const struct sockaddr *)&l->addr;
 	socklen_t len = sizeof(ss);
 	const void *a;
@@ -114,8 +117,13 @@ conn_local(const struct conn *c, char *addr, size_t size, unsigned *port)
 	    ((const struct sockaddr_in *)sa)->sin_addr.s_addr == INADDR_ANY) ||
 	    (sa->sa_family == AF_INET6 && IN6_IS_ADDR_UNSPECIFIED(
 	    &((const struct sockaddr_in6 *)sa)->sin6_addr))) {
-		if (getsockname(c->fd, (struct sockaddr *)&ss, &len) == -1)
-			return false;
+		if (ss_serial != c->serial) {
+			ss_serial = 0;
+			if (getsockname(c->fd, (struct sockaddr *)&ss,
+			    &len) == -1)
+				return false;
+			ss_serial = c->serial;
+		}
 		sa = (const struct sockaddr *)&ss;
 	}
 	a = sa->sa_family == AF_INET6 ?

@@ -11,9 +11,11 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import socket
 import ssl
 import subprocess
+import tempfile
 import time
 import unittest
 
@@ -68,12 +70,13 @@ case 'cookies':
 class FastCGITestCase(FpmTestCase):
 
     def start_php(self, fpm=None, locations=None, upstream=None,
-                  addr='unix', tls=False, **kw):
+                  addr='unix', tls=False, setup=None, **kw):
         """
         corral with upstream "php" (protocol fastcgi) to fpm, and
         locations {prefix: {directive: value}} (default: "/" to php);
         with tls, a TLS port too (c.tls_port, a certificate for
-        localhost signed by pki().ca).
+        localhost signed by pki().ca); setup(c) may change c before its
+        config is written.
         """
         fpm = fpm or self.start_fpm()
         if tls:
@@ -85,6 +88,8 @@ class FastCGITestCase(FpmTestCase):
         if tls:
             c.tls_port = free_port()
             c.directives['listen'].append('127.0.0.1:%d tls' % c.tls_port)
+        if setup is not None:
+            setup(c)
         text = c.config_text()
         locs = ''
         for prefix, d in (locations or {'/': {}}).items():
@@ -211,6 +216,26 @@ def _rss_kb(pid):
     return 0
 
 
+def _calls_on_client_fd(test, trace, port, name):
+    """The calls name made by the worker on the connection from port."""
+    who, out = None, []
+    with open(trace) as f:
+        for line in f:
+            m = re.match(r'^(\d+)\s+(.*)$', line.rstrip('\n'))
+            if not m:
+                continue
+            pid, call = m.groups()
+            if who is None:
+                if re.match(r'^accept4?\(.*htons\(%d\).*\)\s+=\s+\d+' %
+                            port, call):
+                    who = (pid, call.rsplit('=', 1)[1].strip())
+            elif pid == who[0] and call.startswith('%s(%s,' % (name,
+                                                               who[1])):
+                out.append(call)
+    test.assertIsNotNone(who, 'no accept for port %d in the trace' % port)
+    return out
+
+
 class ServerVarsTest(FastCGITestCase):
 
     def test_server_vars_as_nginx_passes_them(self):
@@ -280,6 +305,36 @@ class ServerVarsTest(FastCGITestCase):
         s = self.dump(c)['server']
         self.assertEqual(s.get('REQUEST_SCHEME'), 'http')
         self.assertNotIn('HTTPS', s)
+
+    def test_server_addr_costs_no_syscall_per_request(self):
+        # Behind a wildcard listen SERVER_ADDR comes from getsockname():
+        # once per connection, not once per request.
+        strace = need_tool('strace')
+        if subprocess.run([strace, '-o', '/dev/null', 'true'],
+                          capture_output=True).returncode != 0:
+            self.skipTest('strace cannot trace here')
+        tmp = tempfile.mkdtemp(prefix='corral-strace-')
+        self.addCleanup(shutil.rmtree, tmp, True)
+        trace = os.path.join(tmp, 'strace.txt')
+
+        def wildcard(c):
+            c.directives['listen'] = ['0.0.0.0:%d' % c.port]
+        c, _ = self.start_php(setup=wildcard, wrapper=[
+            strace, '-f', '-qq', '-o', trace, '-e',
+            'trace=accept,accept4,getsockname'])
+        c.write('dump.php', DUMP_PHP)
+        with Conn(c.port) as conn:
+            port = conn.sock.getsockname()[1]
+            for _ in range(5):
+                conn.send(build_request('/dump.php'))
+                r = conn.read_response()
+                self.assertEqual(r.status, 200, r)
+                s = json.loads(r.body)['server']
+                self.assertEqual(s['SERVER_ADDR'], '127.0.0.1')
+                self.assertEqual(s['SERVER_PORT'], str(c.port))
+        c.stop()
+        calls = _calls_on_client_fd(self, trace, port, 'getsockname')
+        self.assertEqual(len(calls), 1, '\n'.join(calls))
 
     def test_client_behind_a_trusted_proxy(self):
         c, _ = self.start_php(real_ip_from=['127.0.0.1'])
