@@ -422,14 +422,14 @@ px_send_head(struct proxy *px, const struct http_response *r)
 	else
 		resp_status_reason(c, r->status, http_reason(r->status),
 		    strlen(http_reason(r->status)));
-	resp_header(c, worker.server_line, worker.server_line_len);
 	if (r->date.p != NULL) {
+		resp_header(c, worker.server_line, worker.server_line_len);
 		resp_header(c, "Date: ", 6);
 		resp_header(c, r->date.p, r->date.len);
 		resp_header(c, "\r\n", 2);
 	} else {
-		http_date_format(worker.now, px->date);
-		resp_headerf(c, "Date: %s", px->date);
+		/* Server and this second's Date, formatted once a second. */
+		resp_header(c, worker.common, worker.common_len);
 	}
 	opts = http_response_header(r, "Connection", &i).p != NULL;
 	for (h = r->headers; h < r->headers + r->nheaders; h++) {

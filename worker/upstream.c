@@ -1,5 +1,12 @@
 /*
  * Upstream groups: peers, failures, keep-alive pools and connects.
+ *
+ * An idle pooled connection stays registered for reading, so that a peer
+ * that closes it is noticed (and the connection closed) while it idles.
+ * The exchange that takes it registers its own read event on the fd
+ * before the pool's is removed, and gives it back the same way round:
+ * libevent then counts two readers of one fd for a moment and never tells
+ * the kernel, so taking and returning a connection costs no epoll_ctl().
  */
 #include <errno.h>
 #include <netinet/in.h>
@@ -9,6 +16,8 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
+#include <event2/event.h>
+#include <event2/event_struct.h>
 
 #include "master/config.h"
 #include "master/log.h"
@@ -28,17 +37,31 @@ struct upstream_peer {
 struct idle {
 	int fd;
 	struct upstream_peer *peer;
+	struct upstream *u;
+	struct event ev;		/* the peer closed it, or spoke */
 };
 
 struct upstream {
 	const struct config_upstream *cf;
 	struct upstream_peer *peers;
-	struct idle *pool;		/* cf->keepalive slots, newest last */
+	struct idle *slots;		/* cf->keepalive, never moved */
+	struct idle **pool;		/* the idle ones, newest last */
 	unsigned nidle;
+	struct idle **spare;		/* the free slots */
+	unsigned nspare;
+	struct idle *taken;		/* still watched: upstream_pool_taken() */
 };
 
 static struct upstream *ups;
 static size_t nups;
+
+static void
+idle_close(struct idle *s)
+{
+	event_del(&s->ev);
+	close(s->fd);
+	s->fd = -1;
+}
 
 static void
 groups_free(struct upstream *u, size_t n)
@@ -46,10 +69,13 @@ groups_free(struct upstream *u, size_t n)
 	size_t i;
 
 	for (i = 0; u != NULL && i < n; i++) {
+		upstream_pool_taken(&u[i]);
 		while (u[i].nidle > 0)
-			close(u[i].pool[--u[i].nidle].fd);
+			idle_close(u[i].pool[--u[i].nidle]);
 		free(u[i].peers);
+		free(u[i].slots);
 		free(u[i].pool);
+		free(u[i].spare);
 	}
 	free(u);
 }
@@ -59,7 +85,7 @@ upstream_init(void)
 {
 	const struct config *cf = worker.cf;
 	struct upstream *all, *u;
-	size_t i, j;
+	size_t i, j, n;
 
 	if (ups != NULL || cf->nupstreams == 0)
 		return true;
@@ -68,15 +94,20 @@ upstream_init(void)
 	for (i = 0; i < cf->nupstreams; i++) {
 		u = &all[i];
 		u->cf = &cf->upstreams[i];
+		n = (size_t)u->cf->keepalive + 1;
 		u->peers = calloc(u->cf->npeers, sizeof(*u->peers));
-		u->pool = calloc((size_t)u->cf->keepalive + 1,
-		    sizeof(*u->pool));
-		if (u->peers == NULL || u->pool == NULL) {
+		u->slots = calloc(n, sizeof(*u->slots));
+		u->pool = calloc(n, sizeof(*u->pool));
+		u->spare = calloc(n, sizeof(*u->spare));
+		if (u->peers == NULL || u->slots == NULL || u->pool == NULL ||
+		    u->spare == NULL) {
 			groups_free(all, i + 1);
 			return false;
 		}
 		for (j = 0; j < u->cf->npeers; j++)
 			u->peers[j].cf = &u->cf->peers[j];
+		for (j = 0; j < n; j++)
+			u->spare[u->nspare++] = &u->slots[j];
 	}
 	/* Published whole: a later call never sees half of it. */
 	nups = cf->nupstreams;
@@ -185,43 +216,83 @@ idle_alive(int fd)
 	return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
 }
 
-int
-upstream_pool_get(struct upstream *u, struct upstream_peer *p)
+/* Takes slot i out of the pool (its event stays for now). */
+static struct idle *
+pool_remove(struct upstream *u, unsigned i)
 {
-	unsigned i;
-	int fd;
+	struct idle *s = u->pool[i];
 
+	memmove(&u->pool[i], &u->pool[i + 1],
+	    (u->nidle - i - 1) * sizeof(*u->pool));
+	u->nidle--;
+	u->spare[u->nspare++] = s;
+	return s;
+}
+
+/* An idle connection became readable: the peer closed it or sent bytes
+ * nobody asked for.  Either way it cannot carry a request. */
+static void
+idle_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct idle *s = arg;
+	struct upstream *u = s->u;
+
+	for (unsigned i = 0; i < u->nidle; i++)
+		if (u->pool[i] == s) {
+			idle_close(pool_remove(u, i));
+			return;
+		}
+}
+
+void
+upstream_pool_taken(struct upstream *u)
+{
+	if (u->taken != NULL) {
+		event_del(&u->taken->ev);
+		u->taken->fd = -1;
+		u->taken = NULL;
+	}
+}
+
+int
+upstream_pool_get(struct upstream *u, struct upstream_peer *p, bool check)
+{
+	struct idle *s;
+	unsigned i;
+
+	upstream_pool_taken(u);
 	for (i = u->nidle; i-- > 0;) {
-		if (u->pool[i].peer != p)
+		if (u->pool[i]->peer != p)
 			continue;
-		fd = u->pool[i].fd;
-		memmove(&u->pool[i], &u->pool[i + 1],
-		    (u->nidle - i - 1) * sizeof(*u->pool));
-		u->nidle--;
-		if (idle_alive(fd))
-			return fd;
-		close(fd);
+		s = pool_remove(u, i);
+		if (!check || idle_alive(s->fd)) {
+			u->taken = s;
+			return s->fd;
+		}
+		idle_close(s);
 	}
 	return -1;
 }
 
-void
+bool
 upstream_pool_put(struct upstream *u, struct upstream_peer *p, int fd)
 {
-	if (u->cf->keepalive == 0) {
-		close(fd);
-		return;
-	}
-	if (u->nidle == (unsigned)u->cf->keepalive) {
-		/* The least recently used one goes. */
-		close(u->pool[0].fd);
-		memmove(&u->pool[0], &u->pool[1],
-		    (u->nidle - 1) * sizeof(*u->pool));
-		u->nidle--;
-	}
-	u->pool[u->nidle].fd = fd;
-	u->pool[u->nidle].peer = p;
-	u->nidle++;
+	struct idle *s;
+
+	if (u->cf->keepalive == 0)
+		return false;
+	upstream_pool_taken(u);
+	if (u->nidle == (unsigned)u->cf->keepalive)
+		idle_close(pool_remove(u, 0));	/* the least recently used */
+	s = u->spare[--u->nspare];
+	s->fd = fd;
+	s->peer = p;
+	s->u = u;
+	event_assign(&s->ev, worker.base, fd, EV_READ | EV_PERSIST, idle_cb,
+	    s);
+	event_add(&s->ev, NULL);
+	u->pool[u->nidle++] = s;
+	return true;
 }
 
 /* Connecting -------------------------------------------------------- */

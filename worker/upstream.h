@@ -65,13 +65,25 @@ struct stats_peer_row *upstream_peer_stats(const struct upstream *u,
 void upstream_peer_ok(struct upstream_peer *p);
 
 /*
- * The newest idle connection to p that the peer has not closed (checked
- * with a MSG_PEEK), or -1.  Connections found closed are dropped.
+ * The newest idle connection to p, or -1.  With check, one the peer has
+ * not closed (a MSG_PEEK; connections found closed are dropped): for a
+ * request that cannot be retried.  The pool still watches the fd: watch
+ * it for reading yourself, then call upstream_pool_taken(), so that the
+ * kernel's epoll set is not touched.
  */
-int upstream_pool_get(struct upstream *u, struct upstream_peer *p);
+int upstream_pool_get(struct upstream *u, struct upstream_peer *p,
+    bool check);
 
-/* Keeps fd idle for p; the least recently used one goes when full. */
-void upstream_pool_put(struct upstream *u, struct upstream_peer *p, int fd);
+/* The pool stops watching the fd upstream_pool_get() returned last. */
+void upstream_pool_taken(struct upstream *u);
+
+/*
+ * Keeps fd idle for p, watched for the peer closing it; the least
+ * recently used one goes when full.  False (fd untouched: close it) when
+ * the group keeps no idle connections.  Call it while still watching fd
+ * for reading, and stop watching after.
+ */
+bool upstream_pool_put(struct upstream *u, struct upstream_peer *p, int fd);
 
 /*
  * A non-blocking socket to p with connect() started, or -1 (errno set)

@@ -180,20 +180,24 @@ fail:
 	return NULL;
 }
 
-/* Gives the connection back to the pool, or closes it. */
+/*
+ * Gives the connection back to the pool, or closes it.  The pool starts
+ * watching the fd while rev still does, so no epoll_ctl() is made.
+ */
 static void
 uc_detach(struct upstream_conn *uc, bool reuse)
 {
 	if (uc->fd == -1)
 		return;
-	event_del(&uc->rev);
-	event_del(&uc->wev);
 	if (reuse) {
 		upstream_peer_ok(uc->peer);
-		upstream_pool_put(uc->up, uc->peer, uc->fd);
-	} else {
-		close(uc->fd);
+		event_add(&uc->rev, NULL);
+		reuse = upstream_pool_put(uc->up, uc->peer, uc->fd);
 	}
+	event_del(&uc->rev);
+	event_del(&uc->wev);
+	if (!reuse)
+		close(uc->fd);
 	uc->fd = -1;
 }
 
@@ -332,18 +336,42 @@ uc_connect(struct upstream_conn *uc)
 	return true;
 }
 
+/*
+ * Writes a request with no body to a pooled connection at once: its
+ * socket has room, so waiting to be told so would cost two epoll_ctl()
+ * and a loop.  What does not go out, or fails, is left to write_cb, which
+ * also reports the error (not from here: the caller has no exchange yet).
+ */
+static void
+uc_write_now(struct upstream_conn *uc)
+{
+	ssize_t n = send(uc->fd, uc->w.p, uc->w.len, MSG_NOSIGNAL);
+
+	if (n > 0)
+		uc->wpos = (size_t)n;
+	if (uc->wpos < uc->w.len)
+		uc_want_write(uc);
+	else
+		uc_want_read(uc);	/* now with the read timeout */
+}
+
 /* A pooled connection to the chosen peer, or a new one. */
 static bool
 uc_begin(struct upstream_conn *uc)
 {
-	uc->fd = upstream_pool_get(uc->up, uc->peer);
+	/* A request that cannot be retried wants a connection checked. */
+	uc->fd = upstream_pool_get(uc->up, uc->peer, !uc->idempotent);
 	if (uc->fd == -1)
 		return uc_connect(uc);
 	uc->reused = true;
 	uc->state = UC_HEAD;
 	uc_events(uc);
-	uc_want_write(uc);
 	uc_want_read(uc);
+	upstream_pool_taken(uc->up);
+	if (uc->has_body)
+		uc_want_write(uc);
+	else
+		uc_write_now(uc);
 	return true;
 }
 

@@ -7,13 +7,16 @@ is a real HTTP/1.1 server (origin.py) on a free loopback port.
 """
 import json
 import os
+import re
 import shutil
 import signal
 import socket
+import subprocess
 import tempfile
 import time
 
-from harness import (CorralTestCase, build_request, free_port, parse_response,
+from harness import (CorralTestCase, build_request, free_port, need_tool,
+                     parse_response,
                      quote, read_text, wait_until)
 from origin import Origin, body
 
@@ -264,6 +267,66 @@ class ProxyKeepaliveTest(ProxyTestCase):
             self.assertEqual(conn.read_response().status, 502)
         self.assertEqual(o.dropped, 1)
         self.assertEqual(o.count('/api/drop-reused'), 1)
+
+    def test_pooled_request_goes_out_at_once(self):
+        # A GET on a pooled connection is written to the origin at once:
+        # no epoll_ctl() on that connection while it is taken from the
+        # pool and given back, and no MSG_PEEK (the pool watches its idle
+        # connections, and a GET may be retried).
+        strace = need_tool('strace')
+        if subprocess.run([strace, '-o', '/dev/null', 'true'],
+                          capture_output=True).returncode != 0:
+            self.skipTest('strace cannot trace here')
+        tmp = tempfile.mkdtemp(prefix='corral-strace-')
+        self.addCleanup(shutil.rmtree, tmp, True)
+        trace = os.path.join(tmp, 'strace.txt')
+        o = self.origin()
+        c = self.start_proxy([o.addr], workers=1, upstream={'keepalive': 4},
+                             wrapper=[strace, '-f', '-qq', '-o', trace,
+                                      '-e', 'trace=connect,epoll_ctl,'
+                                      'sendto,sendmsg,recvfrom'])
+        c.wait_workers(1)
+        with c.connect(timeout=15) as conn:
+            for i in range(4):
+                conn.send(build_request('/api/size/%d' % (100 + i)))
+                self.assertBody(conn.read_response(), body(100 + i))
+        c.stop()
+        self.assertEqual(o.connections, 1)
+        calls = self.upstream_calls(trace, o.port)
+        sends = [k for k in calls if k.startswith('sendto(')]
+        self.assertEqual(len(sends), 4, '\n'.join(calls))
+        # From the first answer (on the new connection) to the last one.
+        reads = [i for i, k in enumerate(calls) if k.startswith('recvfrom(')
+                 and 'MSG_PEEK' not in k]
+        pooled = calls[reads[0] + 1:reads[-1]]
+        self.assertEqual([k for k in pooled if k.startswith('epoll_ctl(')],
+                         [], '\n'.join(calls))
+        self.assertEqual([k for k in calls if 'MSG_PEEK' in k], [],
+                         '\n'.join(calls))
+
+    def upstream_calls(self, trace, port):
+        """The traced calls on the worker's connection to port, in order
+        (epoll_ctl() by the fd it changes)."""
+        calls = []
+        who = None
+        with open(trace) as f:
+            for line in f:
+                m = re.match(r'^(\d+)\s+(\w+)\((.*)$', line.rstrip('\n'))
+                if not m:
+                    continue
+                pid, name, args = m.groups()
+                if who is None:
+                    c = re.match(r'^(\d+),.*htons\(%d\)' % port, args)
+                    if name == 'connect' and c:
+                        who = (pid, c.group(1))
+                    continue
+                fds = args.split(', ')
+                fd = fds[2] if name == 'epoll_ctl' and len(fds) > 2 \
+                    else fds[0]
+                if pid == who[0] and fd == who[1]:
+                    calls.append('%s(%s' % (name, args[:100]))
+        self.assertIsNotNone(who, 'no connect to port %d traced' % port)
+        return calls
 
     def test_connection_close_from_origin_not_reused(self):
         o = self.origin()

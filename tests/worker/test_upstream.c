@@ -19,6 +19,7 @@
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
+#include <event2/event.h>
 
 #include "master/config.h"
 #include "worker/conn.h"
@@ -55,6 +56,9 @@ group(const int *weights, size_t n, int max_fails, int fail_timeout_ms,
 	cf.nupstreams = 1;
 	worker.cf = &cf;
 	worker.now_ms = 1000000;
+	/* The pool watches idle connections on the worker's loop. */
+	if (worker.base == NULL)
+		cr_assert_not_null(worker.base = event_base_new());
 	cr_assert(upstream_init());
 	cr_assert_not_null(upstream_group(0));
 	cr_assert_null(upstream_group(1));
@@ -198,14 +202,22 @@ Test(upstream, pool_is_per_peer_newest_first)
 	upstream_pool_put(u, a, x[0]);
 	upstream_pool_put(u, b, y[0]);
 	upstream_pool_put(u, a, z[0]);
-	cr_expect_eq(upstream_pool_get(u, a), z[0]);
-	cr_expect_eq(upstream_pool_get(u, a), x[0]);
-	cr_expect_eq(upstream_pool_get(u, a), -1);
-	cr_expect_eq(upstream_pool_get(u, b), y[0]);
-	cr_expect_eq(upstream_pool_get(u, b), -1);
+	cr_expect_eq(upstream_pool_get(u, a, false), z[0]);
+	cr_expect_eq(upstream_pool_get(u, a, false), x[0]);
+	cr_expect_eq(upstream_pool_get(u, a, false), -1);
+	cr_expect_eq(upstream_pool_get(u, b, false), y[0]);
+	cr_expect_eq(upstream_pool_get(u, b, false), -1);
 }
 
-Test(upstream, pool_drops_what_the_peer_closed)
+/* Takes the pool's connection to p, which must be want. */
+static void
+take(struct upstream *u, struct upstream_peer *p, bool check, int want)
+{
+	cr_expect_eq(upstream_pool_get(u, p, check), want);
+	upstream_pool_taken(u);
+}
+
+Test(upstream, pool_checks_what_the_peer_closed)
 {
 	int w[] = { 1 };
 	struct upstream *u = group(w, 1, 0, 1000, 4);
@@ -214,16 +226,38 @@ Test(upstream, pool_drops_what_the_peer_closed)
 
 	pair(x);
 	pair(y);
-	upstream_pool_put(u, a, x[0]);
-	upstream_pool_put(u, a, y[0]);
+	cr_assert(upstream_pool_put(u, a, x[0]));
+	cr_assert(upstream_pool_put(u, a, y[0]));
 	close(y[1]);				/* the newest one died */
-	cr_expect_eq(upstream_pool_get(u, a), x[0]);
-	cr_expect_eq(upstream_pool_get(u, a), -1);
+	take(u, a, true, x[0]);
+	take(u, a, true, -1);
 	/* A peer that sent bytes while idle is not to be trusted either. */
-	upstream_pool_put(u, a, x[0]);
+	cr_assert(upstream_pool_put(u, a, x[0]));
 	cr_assert_eq(write(x[1], "H", 1), 1);
-	cr_expect_eq(upstream_pool_get(u, a), -1);
+	take(u, a, true, -1);
 	cr_expect(closed_by_pool(x[1]));
+}
+
+Test(upstream, idle_connections_closed_by_the_peer_leave_the_pool)
+{
+	int w[] = { 1 };
+	struct upstream *u = group(w, 1, 0, 1000, 4);
+	struct upstream_peer *a = upstream_pick(u);
+	int x[2], y[2], z[2];
+
+	pair(x);
+	pair(y);
+	pair(z);
+	cr_assert(upstream_pool_put(u, a, x[0]));
+	cr_assert(upstream_pool_put(u, a, y[0]));
+	cr_assert(upstream_pool_put(u, a, z[0]));
+	close(y[1]);
+	cr_assert_eq(write(z[1], "H", 1), 1);	/* unasked bytes */
+	/* The loop sees both, without anyone asking the pool. */
+	cr_assert_eq(event_base_loop(worker.base, EVLOOP_NONBLOCK), 0);
+	cr_expect(closed_by_pool(z[1]));
+	take(u, a, false, x[0]);
+	take(u, a, false, -1);
 }
 
 Test(upstream, full_pool_closes_the_least_recently_used)
@@ -240,8 +274,8 @@ Test(upstream, full_pool_closes_the_least_recently_used)
 	upstream_pool_put(u, a, y[0]);
 	upstream_pool_put(u, a, z[0]);
 	cr_expect(closed_by_pool(x[1]));
-	cr_expect_eq(upstream_pool_get(u, a), z[0]);
-	cr_expect_eq(upstream_pool_get(u, a), y[0]);
+	cr_expect_eq(upstream_pool_get(u, a, false), z[0]);
+	cr_expect_eq(upstream_pool_get(u, a, false), y[0]);
 }
 
 Test(upstream, keepalive_0_keeps_nothing)
@@ -252,9 +286,8 @@ Test(upstream, keepalive_0_keeps_nothing)
 	int x[2];
 
 	pair(x);
-	upstream_pool_put(u, a, x[0]);
-	cr_expect(closed_by_pool(x[1]));
-	cr_expect_eq(upstream_pool_get(u, a), -1);
+	cr_expect_not(upstream_pool_put(u, a, x[0]));
+	cr_expect_eq(upstream_pool_get(u, a, false), -1);
 }
 
 /* Peer 0 becomes unix:path. */

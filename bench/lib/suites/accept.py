@@ -2,7 +2,7 @@
 bench/conns starts 1,000 connects at once, each sends its GET as soon as
 it is connected (or 100 ms later: a client that connects before it
 sends, as browsers that preconnect do), and times each from connect() to
-the last byte of its response.  With all of them open and answered, the
+the last byte of its response, less those 100 ms.  With all of them open and answered, the
 harness counts the sockets each worker holds (from /proc/PID/fd, less
 what it held before), which is how many it accepted.
 
@@ -191,7 +191,7 @@ def run(ctx):
         "{:,}".format(n), WORKERS),
         "bench/conns burst: %s connects started at once, each GET sent "
         "when connected (or 100 ms later), timed from connect() to the "
-        "last byte; %d runs, the worst of them in each column; servers "
+        "last byte (less the 100 ms); %d runs, the worst of them in each column; servers "
         "and bench/conns on every CPU" % ("{:,}".format(n), runs))
     case.kind = "accept"
     case.table = _table

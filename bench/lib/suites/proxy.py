@@ -21,7 +21,7 @@ NAME = "proxy"
 TOOLS = {"varnishd": "varnish"}
 
 SIZE = 4000
-KEEPALIVE = 32          # idle connections to the origin each proxy keeps
+KEEPALIVE = 128         # idle connections to the origin each proxy keeps
 
 # (key, title, path, the servers that take it)
 CASES = (
