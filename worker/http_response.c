@@ -159,7 +159,8 @@ status_line(struct http_response *r, const char **pp)
 	if (!IS(p[9], C_DIGIT) || !IS(p[10], C_DIGIT) || !IS(p[11], C_DIGIT))
 		return fail(r, "invalid status code");
 	r->status = (p[9] - '0') * 100 + (p[10] - '0') * 10 + (p[11] - '0');
-	if (r->status < 100 || r->status > 599)
+	/* 600 to 999 are relayed, never stored, as nginx and Varnish do. */
+	if (r->status < 100 || r->status > 999)
 		return fail(r, "invalid status code");
 	if (p[12] != ' ')
 		return fail(r, "missing SP after status code");

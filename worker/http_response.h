@@ -27,7 +27,7 @@
 
 struct http_response {
 	int version;			/* 10 or 11 (1.2 to 1.9 are 11) */
-	int status;			/* 100..599 */
+	int status;			/* 100..999 */
 	struct span reason;		/* may be empty, never absent */
 
 	struct http_header *headers;	/* caller's array (see parse) */
@@ -67,8 +67,8 @@ struct http_response {
  * those of requests, plus:
  *
  * - The status line is "HTTP/1.x SP 3DIGIT SP reason CRLF" with a status
- *   from 100 to 599.  The reason may be empty, but the SP before it is
- *   required (RFC 9112 section 4).  No empty line may come before it.
+ *   from 100 to 999 (600 to 999: relayed, never stored).  The reason may
+ *   be empty, but the SP before it is required (RFC 9112 section 4).  No empty line may come before it.
  * - max_header_size bounds the status line, the fields and the final CRLF;
  *   maxheaders bounds the number of field lines.
  * - Content-Length and Transfer-Encoding are checked whatever the status:
