@@ -106,6 +106,11 @@ struct upstream_conn;		/* one exchange, on one connection */
  */
 struct upstream_handler {
 	/*
+	 * An interim (1xx) response head, before the final one; may be
+	 * NULL.  False when the handler closed the exchange.
+	 */
+	bool (*interim)(void *arg, const struct http_response *r);
+	/*
 	 * The final response head (its spans valid during the call).  Set
 	 * *decode to get payload bytes only (see upstream_proto.h).
 	 */

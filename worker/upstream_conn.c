@@ -645,6 +645,9 @@ uc_head(struct upstream_conn *uc)
 		}
 		if (rc == HTTP_OK && uc->resp.status >= 200)
 			return uc_headed(uc, used);
+		if (rc == HTTP_OK && uc->h->interim != NULL &&
+		    !uc->h->interim(uc->arg, &uc->resp))
+			return false;
 		/* Consumed by the module, or an interim (1xx) response. */
 		uc->rlen -= used;
 		memmove(uc->rbuf, uc->rbuf + used, uc->rlen);
@@ -676,7 +679,9 @@ uc_eof(struct upstream_conn *uc, int err)
 		    err ? strerror(err) : "connection closed");
 		return;
 	}
-	if (uc->proto->response_eof(uc->ctx) == HTTP_OK) {
+	/* A reset ends nothing cleanly, even a body read until close:
+	 * what came may be cut short, so it is never stored. */
+	if (err == 0 && uc->proto->response_eof(uc->ctx) == HTTP_OK) {
 		uc_detach(uc, false);
 		uc->state = UC_DONE;
 		uc->h->body(uc->arg, uc->rbuf, 0, true);
