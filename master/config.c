@@ -120,7 +120,7 @@ static const struct range {
 	{ "upstream|send_timeout", U_TIME, 1, DAY },
 	{ "upstream|max_fails",	 U_COUNT, 0, 1000 },
 	{ "upstream|fail_timeout", U_TIME, 1, DAY },
-	{ "server|location|cache_ttl", U_COUNT, 0, 2592000 },
+	{ "server|location|cache_ttl", U_TIME, 0, 30 * DAY },
 	{ "server|location|cache_lock_timeout", U_TIME, 1, DAY },
 	{ "server|location|cache_pass_ttl", U_TIME, 0, DAY },
 	{ "server|location|cache_grace", U_TIME, 0, 7 * DAY },
@@ -142,6 +142,7 @@ static int cb_index(cfg_t *, cfg_opt_t *, const char *, void *);
 static int cb_peer(cfg_t *, cfg_opt_t *, const char *, void *);
 static int join_path(char *, size_t, const char *, const char *);
 static int cb_stale(cfg_t *, cfg_opt_t *, const char *, void *);
+static int cb_valid(cfg_t *, cfg_opt_t *, const char *, void *);
 static int cb_purge(cfg_t *, cfg_opt_t *, const char *, void *);
 static int cb_protocol(cfg_t *, cfg_opt_t *, const char *, void *);
 
@@ -159,10 +160,12 @@ static cfg_opt_t location_opts[] = {
 	CFG_STR("fastcgi_index", "index.php", CFGF_NONE),
 	CFG_BOOL("fastcgi_script_check", cfg_true, CFGF_NONE),
 	CFG_BOOL("cache", cfg_false, CFGF_NONE),
-	CFG_INT_CB("cache_ttl", 60, CFGF_NONE, cb_count),
+	CFG_INT_CB("cache_ttl", 0, CFGF_NONE, cb_time),
+	CFG_STR_LIST_CB("cache_valid", "{}", CFGF_NONE, cb_valid),
+	CFG_BOOL("cache_cdn_control", cfg_false, CFGF_NONE),
 	CFG_BOOL("cache_lock", cfg_true, CFGF_NONE),
 	CFG_INT_CB("cache_lock_timeout", 5 * SEC, CFGF_NONE, cb_time),
-	CFG_STR_LIST_CB("cache_stale", "{}", CFGF_NONE, cb_stale),
+	CFG_STR_LIST_CB("cache_stale", "{error, timeout}", CFGF_NONE, cb_stale),
 	CFG_INT_CB("cache_pass_ttl", 10 * SEC, CFGF_NONE, cb_time),
 	CFG_INT_CB("cache_grace", HOUR, CFGF_NONE, cb_time),
 	CFG_STR_LIST_CB("purge_allow", "{}", CFGF_NONE, cb_purge),
@@ -858,6 +861,114 @@ cb_stale(cfg_t *cfg, cfg_opt_t *opt, const char *value, void *result)
 	}
 	*(const char **)result = value;
 	return 0;
+}
+
+/*
+ * One cache_valid entry, "CODE ... TIME" (CODE: 100 to 999 or "any"; TIME
+ * alone: 200, 301 and 302, as nginx): its statuses into out (NULL: only
+ * counted), how many into *n.  0, or -1 with why.
+ */
+static int
+parse_valid(const char *s, struct config_valid *out, size_t *n,
+    const char **why)
+{
+	char word[32];
+	const char *p = s, *e;
+	int64_t ms = -1;
+	size_t len, k = 0, i;
+	int code;
+
+	*n = 0;
+	while (*p != '\0') {
+		while (*p == ' ' || *p == '\t')
+			p++;
+		for (e = p; *e != '\0' && *e != ' ' && *e != '\t'; e++)
+			;
+		if ((len = (size_t)(e - p)) == 0)
+			break;
+		if (ms >= 0 || len >= sizeof(word)) {
+			*why = "the time must come last";
+			return -1;
+		}
+		memcpy(word, p, len);
+		word[len] = '\0';
+		p = e;
+		if (strcmp(word, "any") == 0) {
+			code = CONFIG_VALID_ANY;
+		} else if (len == 3 && word[0] >= '1' && word[0] <= '9' &&
+		    word[1] >= '0' && word[1] <= '9' && word[2] >= '0' &&
+		    word[2] <= '9') {
+			code = atoi(word);
+		} else if (config_parse_time_ms(word, &ms) == 0) {
+			if (ms > 30 * (int64_t)DAY) {
+				*why = "the time must be at most 30d";
+				return -1;
+			}
+			continue;
+		} else {
+			*why = "a status is 3 digits (100 to 999) or \"any\"";
+			return -1;
+		}
+		if (out != NULL)
+			out[k].status = code;
+		k++;
+	}
+	if (ms < 0) {
+		*why = "the time is missing";
+		return -1;
+	}
+	if (k == 0) {
+		static const int dflt[] = { 200, 301, 302 };
+
+		for (; k < nitems(dflt); k++)
+			if (out != NULL)
+				out[k].status = dflt[k];
+	}
+	for (i = 0; out != NULL && i < k; i++)
+		out[i].ttl = ms / SEC;
+	*n = k;
+	return 0;
+}
+
+static int
+cb_valid(cfg_t *cfg, cfg_opt_t *opt, const char *value, void *result)
+{
+	const char *why = NULL;
+	size_t n;
+
+	(void)opt;
+	if (parse_valid(value, NULL, &n, &why) == -1) {
+		cfg_error(cfg, "invalid cache_valid \"%s\": %s (e.g. "
+		    "\"200 301 10m\", \"any 1m\")", value, why);
+		return -1;
+	}
+	*(const char **)result = value;
+	return 0;
+}
+
+/* Every cache_valid entry of a location, in order. */
+static void
+build_valid(cfg_t *ls, struct config_location *l)
+{
+	size_t i, k, n = 0, total = 0, cnt = cfg_size(ls, "cache_valid");
+	const char *why;
+
+	for (i = 0; i < cnt; i++)
+		if (parse_valid(cfg_getnstr(ls, "cache_valid", i), NULL, &k,
+		    &why) == 0)
+			total += k;
+	if (total == 0)
+		return;
+	if ((l->cache_valid = calloc(total, sizeof(*l->cache_valid))) ==
+	    NULL) {
+		ld->oom = true;
+		return;
+	}
+	for (i = 0; i < cnt; i++, n += k)
+		if (parse_valid(cfg_getnstr(ls, "cache_valid", i),
+		    l->cache_valid + n, &k, &why) == -1)
+			k = 0;
+	l->ncache_valid = n;
 }
 
 static int
@@ -1800,7 +1911,9 @@ build_location_cache(cfg_t *ls, struct config_location *l)
 	size_t i;
 
 	l->cache = cfg_getbool(ls, "cache");
-	l->cache_ttl = cfg_getint(ls, "cache_ttl");
+	l->cache_ttl = cfg_getint(ls, "cache_ttl") / SEC;
+	build_valid(ls, l);
+	l->cache_cdn_control = cfg_getbool(ls, "cache_cdn_control");
 	l->cache_lock = cfg_getbool(ls, "cache_lock");
 	l->cache_lock_timeout_ms = cfg_getint(ls, "cache_lock_timeout");
 	l->cache_pass_ttl_ms = cfg_getint(ls, "cache_pass_ttl");
@@ -2192,6 +2305,7 @@ config_free(struct config *cf)
 			    cf->servers[i].locations[j].nstatus_allow);
 			free_fastcgi(cf->servers[i].locations[j].fastcgi);
 			free(cf->servers[i].locations[j].proxy_path);
+			free(cf->servers[i].locations[j].cache_valid);
 		}
 		free(cf->servers[i].locations);
 		free(cf->servers[i].tls_certificate);

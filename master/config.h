@@ -78,6 +78,17 @@ struct config_upstream {
 #define CACHE_STALE_503		0x20
 #define CACHE_STALE_504		0x40
 
+/*
+ * cache_valid "CODE ... TIME": how long a response of a status is fresh
+ * when it says nothing of its freshness (nginx's proxy_cache_valid).
+ */
+#define CONFIG_VALID_ANY	0	/* status "any" */
+struct config_valid {
+	int status;			/* 100..999, or CONFIG_VALID_ANY */
+	int64_t ttl;			/* seconds; 0: such responses are not
+					   stored */
+};
+
 struct config_location {
 	char *prefix;			/* starts with '/' */
 	size_t prefix_len;
@@ -85,8 +96,13 @@ struct config_location {
 	bool cache;
 	bool cache_lock;		/* one filler, the others wait */
 	bool x_cache;			/* X-Cache on proxied responses */
-	int64_t cache_ttl;		/* seconds when the origin says
-					   nothing; 0: never expires */
+	int64_t cache_ttl;		/* seconds a response silent on its
+					   freshness is fresh, if its status
+					   may be cached so; 0: not stored */
+	struct config_valid *cache_valid;	/* the same per status */
+	size_t ncache_valid;
+	bool cache_cdn_control;		/* CDN-Cache-Control and
+					   Surrogate-Control govern */
 	int cache_lock_timeout_ms;
 	int cache_pass_ttl_ms;		/* hit-for-pass */
 	int64_t cache_grace;		/* seconds stale copies are kept */
