@@ -1,11 +1,12 @@
 /*
- * The cache: keys, objects, lookups with the stampede lock, PURGE, and the
- * RFC 9111 policy.  Storing proxied responses is in cache_store.c, answers
- * from stored objects in cache_answer.c, the gzip copies in cache_gzip.c.
+ * The cache: keys, objects, lookups with the stampede lock, PURGE and
+ * invalidation.  What RFC 9111 decides is in cache_policy.c (pure
+ * functions); storing proxied responses is in cache_store.c, answers from
+ * stored objects in cache_answer.c, the gzip copies in cache_gzip.c.
  *
- * Objects stay in the store cache_grace seconds past their freshness,
- * which the object header tracks, so a stale copy can be revalidated or
- * served when the upstream fails.
+ * Objects stay in the store past their freshness (cache_grace, or their
+ * stale windows when longer), which the object header tracks, so a stale
+ * copy can be revalidated or served when the upstream fails.
  */
 #include <ctype.h>
 #include <limits.h>
@@ -19,6 +20,7 @@
 #include "worker/cache_impl.h"
 #include "worker/conn.h"
 #include "worker/http_field.h"
+#include "worker/http_lex.h"
 #include "worker/http_response.h"
 #include "worker/resp.h"
 #include "worker/status.h"
@@ -50,7 +52,10 @@ cache_key(char *key, enum cache_ns ns, const void *a, size_t alen,
 	return 1 + alen + blen;
 }
 
-/* Reads the header of a pinned value; false when it is not ours. */
+/*
+ * Reads the header of a pinned value; false when it is not ours, or of an
+ * older layout (a persisted store of an older corral): a miss.
+ */
 bool
 cobj_read(const struct store_ref *ref, struct cache_obj *co)
 {
@@ -68,9 +73,34 @@ cobj_init(struct cache_obj *co, uint16_t kind, uint64_t blen)
 	co->magic = CO_MAGIC;
 	co->kind = kind;
 	co->status = 200;
-	co->fresh_until = INT64_MAX;
+	co->lifetime = CO_FOREVER;
+	co->swr = co->sie = -1;
 	co->mtime = -1;
 	co->blen = blen;
+}
+
+/* The freshness of a stored response, as the policy reads it. */
+void
+cobj_fresh(const struct cache_obj *co, struct cp_fresh *f)
+{
+	memset(f, 0, sizeof(*f));
+	f->date = co->date;
+	f->born = co->born;
+	f->lifetime = co->lifetime;
+	f->swr = co->swr;
+	f->sie = co->sie;
+	f->flags = co->cpflags;
+}
+
+void
+cobj_set_fresh(struct cache_obj *co, const struct cp_fresh *f)
+{
+	co->date = f->date;
+	co->born = f->born;
+	co->lifetime = f->lifetime;
+	co->swr = f->swr;
+	co->sie = f->sie;
+	co->cpflags = f->flags;
 }
 
 enum store_result
@@ -153,49 +183,64 @@ key_add(char *key, size_t *len, const void *p, size_t n, bool *ok)
 	*len += n;
 }
 
-/* "P" host NUL path NUL query: one URL, however it was spelt. */
+/*
+ * "P" authority NUL path NUL query, into key: the request as it goes
+ * upstream (nginx keys on what it sends), so two requests that differ
+ * there never share an entry, and one the origin sees one way is never
+ * stored under another spelling.  The authority is the Host the upstream
+ * gets, with its port, in lower case; the path is the client's bytes,
+ * as the upstream gets them or as proxy_path maps them.
+ */
+static size_t
+url_key_of(char *key, struct span host, struct span path, struct span query)
+{
+	char ns = CACHE_NS_URL, lower[256];
+	size_t i, n = 0;
+	bool ok = true;
+
+	if (host.len >= sizeof(lower))
+		return 0;
+	for (i = 0; i < host.len; i++)
+		lower[i] = (char)tolower((unsigned char)host.p[i]);
+	key_add(key, &n, &ns, 1, &ok);
+	key_add(key, &n, lower, host.len, &ok);
+	key_add(key, &n, "", 1, &ok);
+	key_add(key, &n, path.p, path.len, &ok);
+	key_add(key, &n, "", 1, &ok);
+	if (query.p != NULL)
+		key_add(key, &n, query.p, query.len, &ok);
+	return ok ? n : 0;
+}
+
 static bool
 url_key(struct cache_req *cr, const struct http_request *r)
 {
-	char path[PATH_MAX], host[256], ns = CACHE_NS_URL;
-	ssize_t len;
-	size_t i, n = 0;
-	bool ok = true;
-	int status;
+	struct span host = http_request_authority(r);
 
-	if (r->host.len >= sizeof(host))
-		return false;
-	for (i = 0; i < r->host.len; i++)
-		host[i] = (char)tolower((unsigned char)r->host.p[i]);
-	len = http_path_normalize(path, sizeof(path), r->path.p, r->path.len,
-	    &status);
-	if (len < 0)
-		return false;
-	key_add(cr->key, &n, &ns, 1, &ok);
-	key_add(cr->key, &n, host, r->host.len, &ok);
-	key_add(cr->key, &n, "", 1, &ok);
-	key_add(cr->key, &n, path, (size_t)len, &ok);
-	key_add(cr->key, &n, "", 1, &ok);
-	if (r->query.p != NULL)
-		key_add(cr->key, &n, r->query.p, r->query.len, &ok);
-	cr->klen = n;
+	if (host.p == NULL)
+		host = r->host;
+	cr->klen = url_key_of(cr->key, host, r->path, r->query);
 	cr->okey = cr->key;
-	cr->oklen = n;
-	return ok;
+	cr->oklen = cr->klen;
+	return cr->klen > 0;
 }
+
+#define VARY_LINES	16		/* lines of one field that can key */
 
 /*
  * The variant key: "V" gen, the URL, then each field Vary names with the
- * request's value; Accept-Encoding counts only as gzip or identity.
+ * request's value, as cp_vary_value() normalises all its lines.
  */
 bool
 variant_key(struct cache_req *cr, uint64_t gen, const char *names,
     size_t len)
 {
-	char g[24], name[64];
+	char g[24], name[64], val[STORE_KEY_MAX];
 	const char *p = names, *end = names + len, *comma;
-	struct span v;
-	size_t n = 0, nl;
+	struct span lines[VARY_LINES], nm;
+	const struct http_header *h;
+	size_t n = 0, nl, k;
+	ssize_t vl;
 	bool ok = true;
 
 	if (cr->r == NULL)
@@ -211,19 +256,22 @@ variant_key(struct cache_req *cr, uint64_t gen, const char *names,
 			return false;
 		memcpy(name, p, nl);
 		name[nl] = '\0';
-		v = http_header_get(cr->r, name);
+		nm = (struct span){ name, nl };
+		k = 0;
+		for (h = cr->r->headers; h < cr->r->headers +
+		    cr->r->nheaders; h++) {
+			if (!http_span_ieq(h->name, name))
+				continue;
+			if (k == VARY_LINES)
+				return false;
+			lines[k++] = h->value;
+		}
+		if ((vl = cp_vary_value(nm, lines, k, val, sizeof(val))) < 0)
+			return false;
 		key_add(cr->vkey, &n, "\n", 1, &ok);
 		key_add(cr->vkey, &n, name, nl, &ok);
 		key_add(cr->vkey, &n, "=", 1, &ok);
-		if (strcmp(name, "accept-encoding") == 0) {
-			bool gz = v.p != NULL && memmem(v.p, v.len, "gzip",
-			    4) != NULL;
-
-			key_add(cr->vkey, &n, gz ? "gzip" : "identity",
-			    gz ? 4 : 8, &ok);
-		} else if (v.p != NULL) {
-			key_add(cr->vkey, &n, v.p, v.len, &ok);
-		}
+		key_add(cr->vkey, &n, val, (size_t)vl, &ok);
 		p += nl + 1;
 	}
 	cr->okey = cr->vkey;
@@ -248,10 +296,6 @@ obj_get(struct cache_req *cr, struct store_ref *ref, struct cache_obj *co)
 		store_release(s, ref);
 		return OBJ_NONE;
 	}
-	if (co->kind == CO_PASS) {
-		store_release(s, ref);
-		return OBJ_PASS;
-	}
 	if (co->kind == CO_VARY) {
 		ok = variant_key(cr, co->gen, (const char *)ref->data +
 		    sizeof(*co), co->hlen);
@@ -260,48 +304,67 @@ obj_get(struct cache_req *cr, struct store_ref *ref, struct cache_obj *co)
 			return OBJ_PASS;
 		if (store_get(s, cr->okey, cr->oklen, ref) != STORE_HIT)
 			return OBJ_NONE;
-		if (!cobj_read(ref, co) || co->kind != CO_RESP) {
+		if (!cobj_read(ref, co)) {
 			store_release(s, ref);
 			return OBJ_NONE;
 		}
 	}
+	if (co->kind == CO_PASS || co->kind == CO_MISS) {
+		store_release(s, ref);
+		return co->kind == CO_PASS ? OBJ_PASS : OBJ_MISS;
+	}
+	if (co->kind != CO_RESP) {
+		store_release(s, ref);
+		return OBJ_NONE;
+	}
 	return OBJ_FOUND;
 }
 
-static bool
-cobj_fresh(const struct cache_obj *co)
-{
-	return co->fresh_until == INT64_MAX || worker.now < co->fresh_until;
-}
-
-/* Drops the URL's response and its gzip copy. */
-enum store_result
-obj_delete(struct cache_req *cr)
+/* Drops a key's response and its gzip copy. */
+static enum store_result
+key_delete(const char *key, size_t klen)
 {
 	char z[STORE_KEY_MAX];
-	size_t zlen = zkey_of(cr->key, cr->klen, z);
+	size_t zlen = zkey_of(key, klen, z);
 
 	if (zlen > 0)
 		store_delete(worker.store, z, zlen);
-	return store_delete(worker.store, cr->key, cr->klen);
+	return store_delete(worker.store, key, klen);
 }
 
-/* Keeps the validators of a stale copy for a conditional refresh. */
+/* Drops the URL: its response, or its Vary spec and so every variant. */
+enum store_result
+obj_delete(struct cache_req *cr)
+{
+	return key_delete(cr->key, cr->klen);
+}
+
+/* Keeps the validators and freshness of a stale copy. */
 static void
 note_stale(struct cache_req *cr, const struct store_ref *ref,
     const struct cache_obj *co)
 {
 	cr->stale = true;
+	cobj_fresh(co, &cr->sf);
 	cr->etag_len = co->etag_len <= sizeof(cr->etag) ? co->etag_len : 0;
 	memcpy(cr->etag, (const char *)ref->data + sizeof(*co),
 	    cr->etag_len);
 	cr->mtime = co->mtime;
 }
 
+/*
+ * Whether the stale copy may be served: the response's own window for
+ * why (stale-while-revalidate, stale-if-error), the request's, or the
+ * location's cache_stale bit (within cache_grace), unless the response
+ * forbids serving it stale (RFC 9111 4.2.4).
+ */
 bool
-stale_ok(const struct cache_req *cr, unsigned bit)
+stale_ok(const struct cache_req *cr, enum cp_stale why, unsigned bit)
 {
-	return cr->stale && (cr->loc->cache_stale & bit) != 0;
+	int64_t config = (cr->loc->cache_stale & bit) ? HTTP_DELTA_MAX : -1;
+
+	return cr->stale && cp_stale_ok(&cr->sf, &cr->rcc, why, config,
+	    worker.now);
 }
 
 /* Serves the stale copy when there is one; false when there is none. */
@@ -326,6 +389,40 @@ lease_release(struct cache_req *cr)
 	}
 }
 
+/*
+ * A client's max-stale (RFC 9111 5.2.1.2): it takes the stale copy as it
+ * is, unless the response must be revalidated or the request asks more.
+ */
+static bool
+max_stale_ok(const struct cache_req *cr, const struct cp_fresh *f)
+{
+	const struct http_cache_control *q = &cr->rcc;
+	int64_t age = cp_age(f, worker.now);
+
+	if (q->max_stale < 0 || q->no_cache ||
+	    (f->flags & (CP_F_REVALIDATE | CP_F_NO_CACHE)) ||
+	    (q->max_age >= 0 && age > q->max_age))
+		return false;
+	return age - f->lifetime <= q->max_stale;
+}
+
+/*
+ * The stale copy goes to this client now and the fetch refreshes it for
+ * the next ones, when the response's stale-while-revalidate (RFC 5861)
+ * allows it.  (cache_stale "updating" serves the others while this one
+ * waits, as nginx without proxy_cache_background_update.)
+ */
+static enum cache_verdict
+refresh_behind(struct cache_req *cr)
+{
+	if (!cr->stale || cr->rcc.no_cache || !cp_stale_ok(&cr->sf, NULL,
+	    CP_STALE_REVALIDATING, -1, worker.now) ||
+	    !serve_stale(cr, XC_UPDATING))
+		return CACHE_FETCH;
+	cr->bg = true;
+	return CACHE_REFRESH;
+}
+
 /* The fill's lock: a lease on the object's key with its own prefix. */
 static enum cache_verdict
 lock(struct cache_req *cr)
@@ -335,6 +432,7 @@ lock(struct cache_req *cr)
 	struct cache_obj co;
 	enum store_result lr;
 	uint64_t token;
+	struct cp_fresh f;
 
 	cr->lkey[0] = cr->okey[0] == CACHE_NS_URL ? CACHE_NS_URL_LEASE :
 	    CACHE_NS_VARIANT_LEASE;
@@ -351,17 +449,18 @@ lock(struct cache_req *cr)
 		cr->lease = true;
 		/* The last filler may have finished in between. */
 		if (obj_get(cr, &ref, &co) == OBJ_FOUND) {
-			if (cobj_fresh(&co)) {
+			cobj_fresh(&co, &f);
+			if (cp_is_fresh(&f, &cr->rcc, worker.now)) {
 				lease_release(cr);
 				cache_answer(cr, &ref, &co, XC_HIT);
 				return CACHE_ANSWERED;
 			}
 			store_release(s, &ref);
 		}
-		return CACHE_FETCH;
+		return refresh_behind(cr);
 	case STORE_WAIT:
 	case STORE_STALE_WAIT:
-		if (stale_ok(cr, CACHE_STALE_UPDATING) &&
+		if (stale_ok(cr, CP_STALE_REVALIDATING, CACHE_STALE_UPDATING) &&
 		    serve_stale(cr, XC_UPDATING))
 			return CACHE_ANSWERED;
 		/* The store's name for the key: the end of its lease wakes
@@ -373,33 +472,56 @@ lock(struct cache_req *cr)
 	}
 }
 
+/* only-if-cached and nothing to use (RFC 9111 5.2.1.7). */
+static enum cache_verdict
+not_cached(struct cache_req *cr)
+{
+	cr->role = CR_LOOKED;
+	resp_error(cr->c, 504);
+	return CACHE_ANSWERED;
+}
+
 enum cache_verdict
 cache_lookup(struct cache_req *cr, bool lock_timed_out)
 {
 	struct store_ref ref;
 	struct cache_obj co;
+	struct cp_fresh f;
 	enum cache_verdict v;
 	enum obj o;
 
 	cr->stale = cr->reval = false;
 	o = obj_get(cr, &ref, &co);
 	if (o == OBJ_PASS) {
+		if (cr->rcc.only_if_cached)
+			return not_cached(cr);
 		cr->xc = XC_BYPASS;
 		cr->role = CR_LOOKED;
 		return CACHE_FETCH;
 	}
-	if (o == OBJ_FOUND && cobj_fresh(&co)) {
-		cache_answer(cr, &ref, &co, XC_HIT);
-		return CACHE_ANSWERED;
-	}
-	cr->xc = o == OBJ_FOUND ? XC_EXPIRED : XC_MISS;
 	if (o == OBJ_FOUND) {
+		cobj_fresh(&co, &f);
+		if (cp_is_fresh(&f, &cr->rcc, worker.now)) {
+			cache_answer(cr, &ref, &co, XC_HIT);
+			return CACHE_ANSWERED;
+		}
+		if (max_stale_ok(cr, &f)) {
+			/* What the client asked for, as it is. */
+			cache_answer(cr, &ref, &co, XC_STALE);
+			return CACHE_ANSWERED;
+		}
 		note_stale(cr, &ref, &co);
 		store_release(worker.store, &ref);
 	}
+	if (cr->rcc.only_if_cached)
+		return not_cached(cr);
+	cr->xc = o == OBJ_FOUND ? XC_EXPIRED : XC_MISS;
 	cr->reval = cr->stale && (cr->etag_len > 0 || cr->mtime >= 0);
-	if (!cache_fills(cr) || !cr->loc->cache_lock)
+	if (!cache_fills(cr))
 		return CACHE_FETCH;
+	/* Hit-for-miss, or no lock: each request fetches for itself. */
+	if (o == OBJ_MISS || !cr->loc->cache_lock)
+		return refresh_behind(cr);
 	v = lock(cr);
 	if (v == CACHE_WAIT && lock_timed_out) {
 		/* Whoever holds the lease fills the entry. */
@@ -415,7 +537,7 @@ cache_wait_token(const struct cache_req *cr)
 	return cr->token;
 }
 
-/* PURGE ---------------------------------------------------------------- */
+/* PURGE and invalidation ---------------------------------------------- */
 
 static bool
 purge_allowed(const struct cache_req *cr)
@@ -458,6 +580,69 @@ purge(struct cache_req *cr, const struct http_request *r)
 	resp_done(c, 200, 0);
 }
 
+/*
+ * Drops the URI a Location or Content-Location names when it is of the
+ * same authority (RFC 9111 4.4: never another host's, which would let
+ * one origin empty another's entries).
+ */
+static void
+invalidate_uri(const struct cache_req *cr, struct span host, struct span v)
+{
+	char key[STORE_KEY_MAX];
+	const char *p = v.p, *end = v.p + v.len, *a, *q;
+	struct span path, query = { NULL, 0 };
+	size_t klen;
+
+	if (p == NULL || p == end)
+		return;
+	if (end - p > 7 && (http_ieq(p, "http://", 7) ||
+	    http_ieq(p, "https://", 8))) {
+		a = p + (http_ieq(p, "http://", 7) ? 7 : 8);
+		for (p = a; p < end && *p != '/' && *p != '?' && *p != '#';
+		    p++)
+			;
+		if ((size_t)(p - a) != host.len || !http_ieq(a, host.p,
+		    host.len))
+			return;
+	}
+	if (p == end || *p != '/' || (end - p > 1 && p[1] == '/'))
+		return;			/* relative, or another authority */
+	if ((q = memchr(p, '#', (size_t)(end - p))) != NULL)
+		end = q;
+	path.p = p;
+	path.len = (size_t)(end - p);
+	if ((q = memchr(p, '?', (size_t)(end - p))) != NULL) {
+		path.len = (size_t)(q - p);
+		query.p = q + 1;
+		query.len = (size_t)(end - q - 1);
+	}
+	if ((klen = url_key_of(key, host, path, query)) > 0)
+		key_delete(key, klen);
+}
+
+/*
+ * An unsafe method's success drops the URL, and the same-host URIs in
+ * its Location and Content-Location (RFC 9111 4.4).
+ */
+void
+cache_invalidate(struct cache_req *cr, const struct http_response *r)
+{
+	struct span host;
+	size_t i;
+
+	if (r->status < 200 || r->status >= 400)
+		return;
+	obj_delete(cr);
+	/* The key's authority: 'P', then it up to a NUL. */
+	host.p = cr->key + 1;
+	host.len = strlen(host.p);
+	i = 0;
+	invalidate_uri(cr, host, http_response_header(r, "Location", &i));
+	i = 0;
+	invalidate_uri(cr, host, http_response_header(r, "Content-Location",
+	    &i));
+}
+
 /* Starting ------------------------------------------------------------ */
 
 static void
@@ -493,8 +678,19 @@ save_cond(struct cache_req *cr, const struct http_request *r)
 	/* A client's no-transform (RFC 9111 5.2.1.6) keeps the plain copy. */
 	cr->accept_gzip = worker.cf->gzip &&
 	    http_accepts_gzip(http_header_get(r, "Accept-Encoding")) &&
-	    !http_connection_has_token(http_header_get(r, "Cache-Control"),
-	    (struct span){ "no-transform", 12 });
+	    !cr->rcc.no_transform;
+}
+
+/* The request's Cache-Control, every line of it. */
+static void
+request_cc(const struct http_request *r, struct http_cache_control *cc)
+{
+	struct http_response fields;
+
+	memset(&fields, 0, sizeof(fields));
+	fields.headers = r->headers;
+	fields.nheaders = r->nheaders;
+	http_response_directives(&fields, "cache-control", cc);
 }
 
 struct cache_req *
@@ -540,6 +736,14 @@ cache_req_free_all(void)
 	}
 }
 
+/* Safe methods (RFC 9110 9.2.1) leave stored responses alone. */
+static bool
+safe_method(int m)
+{
+	return m == HTTP_M_GET || m == HTTP_M_HEAD || m == HTTP_M_OPTIONS ||
+	    m == HTTP_M_TRACE;
+}
+
 enum cache_verdict
 cache_start(struct cache_req *cr, const struct http_request *r)
 {
@@ -557,8 +761,10 @@ cache_start(struct cache_req *cr, const struct http_request *r)
 		cr->klen = 0;
 		return CACHE_FETCH;
 	}
+	cr->unsafe = !safe_method(r->method);
 	if (!get || r->content_length > 0 || r->chunked)
 		return CACHE_FETCH;
+	request_cc(r, &cr->rcc);
 	/* A HEAD miss fetches the GET, as nginx and Varnish do: it fills. */
 	cr->role = CR_FILL;
 	if (http_header_get(r, "Authorization").p != NULL)
@@ -586,6 +792,12 @@ cache_mediates(const struct cache_req *cr)
 	return cr != NULL && cr->role == CR_LOOKUP;
 }
 
+bool
+cache_refreshing(const struct cache_req *cr)
+{
+	return cr != NULL && cr->bg;
+}
+
 /*
  * A fill answers the client's preconditions itself, and so does a
  * revalidation that sends the stale copy's validators: either way the
@@ -604,6 +816,8 @@ cache_validators(struct cache_req *cr, struct http_header *out, char *buf,
 {
 	size_t n = 0;
 
+	/* The request goes now: the start of the exchange (4.2.3). */
+	cr->t_req = worker.now;
 	if (!cr->reval)
 		return 0;
 	if (cr->etag_len > 0) {
@@ -623,109 +837,21 @@ cache_validators(struct cache_req *cr, struct http_header *out, char *buf,
 bool
 cache_serve_stale(struct cache_req *cr, int status)
 {
-	return stale_ok(cr, status == 504 ? CACHE_STALE_TIMEOUT :
-	    CACHE_STALE_ERROR) && serve_stale(cr, XC_STALE);
-}
-
-/* RFC 9111 policy ------------------------------------------------------ */
-
-/*
- * What RFC 9111 decides, as pure functions of the request and response:
- * these move to worker/cache_policy.c (the cache engineer's), so they are
- * kept together here, with the behaviour they had in proxy.c.
- */
-
-/* Statuses stored without explicit freshness (RFC 9110 15.1). */
-static const int heuristic_ok[] = {
-	200, 203, 204, 300, 301, 308, 404, 405, 410, 414, 501
-};
-
-/* Explicit freshness lifetime from the response, or -1 (RFC 9111 4.2.1). */
-int64_t
-policy_lifetime(const struct http_response *r, const struct http_cache_control *cc)
-{
-	time_t exp, date;
-
-	if (cc->s_maxage >= 0)
-		return cc->s_maxage;
-	if (cc->max_age >= 0)
-		return cc->max_age;
-	if (r->expires.p == NULL)
-		return -1;
-	exp = http_date_parse(r->expires.p, r->expires.len);
-	date = r->date.p != NULL ? http_date_parse(r->date.p, r->date.len) :
-	    -1;
-	if (date == -1)
-		date = worker.now;
-	return exp == -1 || exp <= date ? 0 : (int64_t)(exp - date);
-}
-
-bool
-policy_status_storable(int status, bool explicit)
-{
-	size_t i;
-
-	if (status == 206 || status == 304)
+	if (cr->bg)
 		return false;
-	if (explicit)
-		return true;
-	for (i = 0; i < nitems(heuristic_ok); i++)
-		if (heuristic_ok[i] == status)
-			return true;
-	return false;
+	return stale_ok(cr, CP_STALE_ERROR, status == 504 ?
+	    CACHE_STALE_TIMEOUT : CACHE_STALE_ERROR) &&
+	    serve_stale(cr, XC_STALE);
 }
 
-/* The Vary field names, lower case, joined by commas; false for "*". */
-bool
-policy_vary_names(const struct http_response *r, char *out, size_t size,
-    size_t *len)
+/* What the location tells the policy. */
+void
+cache_conf(const struct config_location *l, struct cp_conf *conf)
 {
-	struct span v;
-	size_t i = 0, n = 0, j;
-	const char *p, *end, *t;
-
-	*len = 0;
-	while ((v = http_response_header(r, "Vary", &i)).p != NULL) {
-		for (p = v.p, end = v.p + v.len; p < end; p = t + 1) {
-			while (p < end && (*p == ' ' || *p == '\t' ||
-			    *p == ','))
-				p++;
-			for (t = p; t < end && *t != ',' && *t != ' ' &&
-			    *t != '\t'; t++)
-				;
-			if (t == p)
-				break;
-			if (t - p == 1 && *p == '*')
-				return false;
-			if (n + (size_t)(t - p) + 1 > size)
-				return false;
-			if (n > 0)
-				out[n++] = ',';
-			for (j = 0; j < (size_t)(t - p); j++)
-				out[n++] = (char)tolower((unsigned char)p[j]);
-		}
-	}
-	*len = n;
-	return true;
+	memset(conf, 0, sizeof(*conf));
+	conf->valid = l->cache_valid;
+	conf->nvalid = l->ncache_valid;
+	conf->default_ttl = l->cache_ttl;
+	conf->heuristic_max = CP_HEURISTIC_MAX;
+	conf->cdn_control = l->cache_cdn_control;
 }
-
-bool
-policy_unsafe_method(int m)
-{
-	return m == HTTP_M_POST || m == HTTP_M_PUT || m == HTTP_M_DELETE ||
-	    m == HTTP_M_PATCH;
-}
-
-/* Whether a response may be stored at all (for everyone). */
-bool
-policy_storable(const struct cache_req *cr, const struct http_response *r,
-    const struct http_cache_control *cc, bool explicit)
-{
-	return policy_status_storable(r->status, explicit) && !cc->no_store &&
-	    !cc->private_ && r->set_cookie.p == NULL &&
-	    (cr->role == CR_LOOKUP || cc->public_ || cc->s_maxage >= 0 ||
-	    cc->must_revalidate);
-}
-
-/* End of the RFC 9111 policy ------------------------------------------- */
-

@@ -15,7 +15,8 @@
  * response being copied for storing.  The handler (worker/proxy.c) asks
  * at each step:
  *
- *   cache_start       purge, answer from the cache, fetch, or wait
+ *   cache_start       purge, answer from the cache, fetch, or wait;
+ *                     or answer with a stale copy and fetch to refresh it
  *   cache_lookup      again, after a wake-up or the lock timeout
  *   cache_intercept   the head came: a 304 that refreshes the stale copy,
  *                     or a 5xx that cache_stale covers, answered here
@@ -118,6 +119,8 @@ enum cache_verdict {
 	CACHE_ANSWERED,			/* the response is queued */
 	CACHE_FETCH,			/* go to the upstream */
 	CACHE_WAIT,			/* another request fills the key */
+	CACHE_REFRESH,			/* a stale copy is queued: fetch to
+					   refresh it, relaying nothing */
 };
 
 /* The cache's part of a request under l; NULL when l does not cache. */
@@ -154,6 +157,13 @@ enum cache_verdict cache_lookup(struct cache_req *cr, bool lock_timed_out);
 /* CACHE_WAIT: the token to wait under (see worker/waitlist.h). */
 uint64_t cache_wait_token(const struct cache_req *cr);
 
+/*
+ * CACHE_REFRESH was said: the client has its answer, the exchange only
+ * refreshes the cache (the handler relays nothing, the cache answers
+ * nothing).
+ */
+bool cache_refreshing(const struct cache_req *cr);
+
 /* The response may be stored: the handler keeps a copy of the request's
  * fields for cache_decide, and fetches a HEAD as GET. */
 bool cache_fills(const struct cache_req *cr);
@@ -168,8 +178,9 @@ bool cache_mediates(const struct cache_req *cr);
 bool cache_hides_field(const struct cache_req *cr, struct span name);
 
 /*
- * The stale copy's validators to send (If-None-Match, If-Modified-Since)
- * into out (room for 2), their values in buf; returns how many.
+ * The request goes upstream now: the stale copy's validators to send
+ * (If-None-Match, If-Modified-Since) into out (room for 2), their values
+ * in buf; returns how many.
  */
 size_t cache_validators(struct cache_req *cr, struct http_header *out,
     char *buf, size_t size);

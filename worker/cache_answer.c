@@ -32,29 +32,26 @@ struct hit_body {
 	size_t off;			/* and its offset in the value */
 };
 
-/* 304 when the client's preconditions match the stored validators. */
+/*
+ * 304 when the client's preconditions match the stored validators:
+ * If-None-Match by the weak comparison (RFC 9110 13.1.2), else
+ * If-Modified-Since against Last-Modified, or the Date of a response
+ * without one (RFC 9110 13.1.3: the cache knows it was current then).
+ */
 static bool
 not_modified(const struct cache_req *cr, const struct cache_obj *co,
     const char *etag)
 {
-	struct http_request rq;
+	int64_t lm = co->mtime >= 0 ? co->mtime : co->date;
+	time_t since;
 
-	memset(&rq, 0, sizeof(rq));
-	rq.method = HTTP_M_GET;
-	if (cr->inm.p != NULL) {
-		if (co->etag_len == 0)
-			return false;
-		rq.if_none_match = cr->inm;
-	} else if (cr->ims.p != NULL) {
-		/* A date cannot tell the gzip copy from the plain one. */
-		if (co->mtime < 0 || (co->flags & CO_GZCOPY))
-			return false;
-		rq.if_modified_since = cr->ims;
-	} else {
+	if (cr->inm.p != NULL)
+		return cp_etag_match(cr->inm, etag, co->etag_len);
+	/* A date cannot tell the gzip copy from the plain one. */
+	if (cr->ims.p == NULL || lm <= 0 || (co->flags & CO_GZCOPY))
 		return false;
-	}
-	return http_conditional(&rq, etag, co->etag_len,
-	    (time_t)co->mtime) == 304;
+	since = http_date_parse(cr->ims.p, cr->ims.len);
+	return since != (time_t)-1 && lm <= (int64_t)since;
 }
 
 /*
@@ -144,6 +141,24 @@ answer_range(struct cache_req *cr, const struct cache_obj *co,
 	return resp_range(cr->c, &rq, &rep);
 }
 
+/*
+ * The status line, Server and the stored Date: when the origin made the
+ * response (RFC 9110 6.6.1), not the time of this answer.
+ */
+static void
+status_line(struct conn *c, int status, const struct cache_obj *co)
+{
+	const char *r = http_reason(status);
+	char date[6 + HTTP_DATE_LEN + 2];
+
+	resp_status_reason(c, status, r, strlen(r));
+	resp_header(c, worker.server_line, worker.server_line_len);
+	memcpy(date, "Date: ", 6);
+	http_date_format((time_t)co->date, date + 6);
+	memcpy(date + 6 + HTTP_DATE_LEN, "\r\n", 2);
+	resp_header(c, date, sizeof(date));
+}
+
 /* Answers from a pinned object, whose pin it takes over. */
 static void
 send_obj(struct cache_req *cr, struct store_ref *ref,
@@ -151,21 +166,21 @@ send_obj(struct cache_req *cr, struct store_ref *ref,
 {
 	struct conn *c = cr->c;
 	const char *etag = (const char *)ref->data + sizeof(*co);
-
-	if (xc != XC_NONE)
-		status_cache(c, xc_name[xc]);
 	const char *lines = etag + co->etag_len;
 	size_t off = sizeof(*co) + co->etag_len + co->hlen;
-	int64_t age = worker.now - co->born;
+	struct cp_fresh f;
 	bool body, ranged;
 	struct hit_body b = { NULL, (const char *)ref->data + off, off };
 	char extra[64];
 	size_t elen;
 	int status = co->status;
 
-	/* Age and X-Cache, stated on each answer. */
+	if (xc != XC_NONE)
+		status_cache(c, xc_name[xc]);
+	/* How old it is now (RFC 9111 5.1) and X-Cache, on each answer. */
+	cobj_fresh(co, &f);
 	memcpy(extra, "Age: ", 5);
-	elen = 5 + http_u64(extra + 5, (uint64_t)(age > 0 ? age : 0));
+	elen = 5 + http_u64(extra + 5, (uint64_t)cp_age(&f, worker.now));
 	memcpy(extra + elen, "\r\n", 2);
 	elen += 2;
 	if (cr->loc->x_cache) {
@@ -179,7 +194,7 @@ send_obj(struct cache_req *cr, struct store_ref *ref,
 		b.pin = pin_take(ref);
 	ranged = body && answer_range(cr, co, etag, lines, &b, extra, elen);
 	if (!ranged) {
-		resp_status(c, status);
+		status_line(c, status, co);
 		if (status == 304 && co->status != 304)
 			lines_304(c, lines, co->hlen);
 		else

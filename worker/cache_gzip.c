@@ -132,31 +132,56 @@ gz_store(struct cache_req *cr)
 	return ok;
 }
 
-/* Gives the gzip copy the freshness its response just got. */
+/* The fields of a 304 a gzip copy does not take: its own validator,
+ * digests of the plain bytes, and what the cache states itself. */
+static const char *const gz_not_merged[] = {
+	"age", "date", "server", "x-cache", "etag", "content-md5", "digest",
+	"content-digest", "repr-digest", NULL
+};
+
+/*
+ * Gives the gzip copy the fields and freshness its response just got from
+ * a 304 (r).
+ */
 void
-gz_renew(const struct cache_req *cr, const struct cache_obj *co)
+gz_renew(const struct cache_req *cr, const struct cache_obj *co,
+    const struct http_response *r)
 {
 	char z[STORE_KEY_MAX], *copy;
+	const char *lines;
 	struct store_ref ref;
 	struct cache_obj zco;
-	size_t zlen, len;
+	size_t zlen, n;
 
 	if ((zlen = zkey_of(cr->okey, cr->oklen, z)) == 0 ||
 	    store_get(worker.store, z, zlen, &ref) != STORE_HIT)
 		return;
-	len = ref.len;
 	if (!cobj_read(&ref, &zco) || zco.gen != co->gen ||
-	    (copy = malloc(len)) == NULL) {
+	    (copy = malloc(sizeof(zco) + zco.etag_len +
+	    cp_freshen_size(zco.hlen, r) + zco.blen)) == NULL) {
 		store_release(worker.store, &ref);
 		return;
 	}
-	memcpy(copy, ref.data, len);
+	lines = (const char *)ref.data + sizeof(zco) + zco.etag_len;
+	n = sizeof(zco);
+	memcpy(copy + n, lines - zco.etag_len, zco.etag_len);
+	n += zco.etag_len;
+	zco.hlen = (uint32_t)cp_freshen(lines, zco.hlen, r, gz_not_merged,
+	    copy + n);
+	n += zco.hlen;
+	memcpy(copy + n, (const char *)ref.data + ref.len - zco.blen,
+	    zco.blen);
+	n += zco.blen;
 	store_release(worker.store, &ref);
+	zco.date = co->date;
 	zco.born = co->born;
-	zco.fresh_until = co->fresh_until;
+	zco.lifetime = co->lifetime;
+	zco.swr = co->swr;
+	zco.sie = co->sie;
+	zco.cpflags = co->cpflags;
+	zco.mtime = co->mtime;
 	memcpy(copy, &zco, sizeof(zco));
-	store_set(worker.store, z, zlen, copy, len,
-	    store_ttl(cr, zco.fresh_until), 0);
+	store_set(worker.store, z, zlen, copy, n, store_ttl(cr, &zco), 0);
 	free(copy);
 }
 
@@ -177,7 +202,7 @@ gz_get(const struct cache_req *cr, const struct cache_obj *co,
 		return false;
 	if (cobj_read(zref, zco) && zco->kind == CO_RESP &&
 	    (zco->flags & CO_GZCOPY) && zco->gen == co->gen &&
-	    zco->born == co->born && zco->fresh_until == co->fresh_until)
+	    zco->born == co->born && zco->lifetime == co->lifetime)
 		return true;
 	store_release(worker.store, zref);
 	return false;

@@ -16,21 +16,26 @@
 #include "worker/cache.h"
 #include "worker/http.h"
 
-struct http_cache_control;
-struct http_response;
+#include "worker/cache_policy.h"
+#include "worker/http_response.h"
 
 /*
  * The header of a stored object, followed by its entity tag, its header
  * lines and its (decoded) body; a Vary spec is followed by the field names
  * it lists (in the place of the lines).  Position-independent: it lives
- * in the shared mapping and in a persisted store file.
+ * in the shared mapping and in a persisted store file.  Another layout
+ * gets another CO_MAGIC: an object of an older one reads as a miss.
  */
 struct cache_obj {
 	uint32_t magic;
 	uint16_t kind;			/* CO_* */
-	uint16_t status;
+	uint16_t status;		/* 200..599 */
+	int64_t date;			/* its Date, or when it came */
 	int64_t born;			/* when its Age was 0 */
-	int64_t fresh_until;		/* INT64_MAX: never stale */
+	int64_t lifetime;		/* fresh from born for this long;
+					   CO_FOREVER: never stale */
+	int64_t swr;			/* stale-while-revalidate, -1: none */
+	int64_t sie;			/* stale-if-error, -1: none */
 	int64_t mtime;			/* Last-Modified, -1: none */
 	uint64_t gen;			/* CO_VARY: names its variants; a
 					   response's fill, for its gzip copy */
@@ -38,15 +43,19 @@ struct cache_obj {
 	uint32_t hlen;			/* header lines, or the Vary names */
 	uint64_t blen;
 	uint32_t flags;			/* CO_GZ, CO_GZCOPY */
-	uint32_t spare;
+	uint32_t cpflags;		/* CP_F_* (worker/cache_policy.h) */
 };
 
-#define CO_MAGIC	0x63727270u
+#define CO_MAGIC	0x63727271u	/* 0x63727270: before the date and
+					   the stale windows were kept */
 #define CO_RESP		1		/* a response (or a file's bytes) */
 #define CO_PASS		2		/* hit-for-pass, or "nothing here" */
 #define CO_VARY		3		/* a Vary spec */
+#define CO_MISS		4		/* hit-for-miss: fetch at once, without
+					   waiting for a fill, and store */
 #define CO_GZ		1		/* a gzip copy is kept under 'Z' key */
 #define CO_GZCOPY	2		/* this is such a copy */
+#define CO_FOREVER	INT64_MAX
 #define CO_ETAG_MAX	128
 #define CO_COND_MAX	1024
 
@@ -78,7 +87,14 @@ struct cache_req {
 	bool reval;			/* ask the upstream if it changed */
 	bool storing;			/* copying the body into cbuf */
 	bool gz;			/* a gzip copy is made at commit */
+	bool bg;			/* answered stale: the fetch refreshes
+					   the copy for the next requests */
+	bool unsafe;			/* an unsafe method: a success drops
+					   the URL */
 	uint64_t token;			/* CACHE_WAIT: the lease key's */
+	struct http_cache_control rcc;	/* the request's Cache-Control */
+	struct cp_fresh sf;		/* the stale copy's freshness */
+	int64_t t_req;			/* the fetch went out */
 
 	char *cbuf;			/* object being stored */
 	size_t clen, csize;
@@ -102,30 +118,23 @@ struct cache_req {
 /* cache.c: objects, keys, lookups */
 void cobj_init(struct cache_obj *co, uint16_t kind, uint64_t blen);
 bool cobj_read(const struct store_ref *ref, struct cache_obj *co);
+void cobj_fresh(const struct cache_obj *co, struct cp_fresh *f);
+void cobj_set_fresh(struct cache_obj *co, const struct cp_fresh *f);
 size_t zkey_of(const char *key, size_t klen, char *z);
 bool variant_key(struct cache_req *cr, uint64_t gen, const char *names,
     size_t len);
-enum obj { OBJ_NONE, OBJ_FOUND, OBJ_PASS };
+enum obj { OBJ_NONE, OBJ_FOUND, OBJ_PASS, OBJ_MISS };
 enum obj obj_get(struct cache_req *cr, struct store_ref *ref,
     struct cache_obj *co);
 enum store_result obj_delete(struct cache_req *cr);
-bool stale_ok(const struct cache_req *cr, unsigned bit);
+bool stale_ok(const struct cache_req *cr, enum cp_stale why, unsigned bit);
 bool serve_stale(struct cache_req *cr, enum xc xc);
 void lease_release(struct cache_req *cr);
-
-/* cache.c: the RFC 9111 policy (moving to worker/cache_policy.c) */
-int64_t policy_lifetime(const struct http_response *r,
-    const struct http_cache_control *cc);
-bool policy_status_storable(int status, bool explicit);
-bool policy_vary_names(const struct http_response *r, char *out,
-    size_t size, size_t *len);
-bool policy_unsafe_method(int m);
-bool policy_storable(const struct cache_req *cr,
-    const struct http_response *r, const struct http_cache_control *cc,
-    bool explicit);
+void cache_conf(const struct config_location *l, struct cp_conf *conf);
+void cache_invalidate(struct cache_req *cr, const struct http_response *r);
 
 /* cache_store.c */
-int64_t store_ttl(const struct cache_req *cr, int64_t fresh_until);
+int64_t store_ttl(const struct cache_req *cr, const struct cache_obj *co);
 
 /* cache_answer.c */
 void cache_answer(struct cache_req *cr, struct store_ref *ref,
@@ -138,7 +147,8 @@ uint64_t fill_nonce(void);
 bool gz_wanted(const struct http_response *r,
     const struct http_cache_control *cc, size_t nvary);
 bool gz_store(struct cache_req *cr);
-void gz_renew(const struct cache_req *cr, const struct cache_obj *co);
+void gz_renew(const struct cache_req *cr, const struct cache_obj *co,
+    const struct http_response *r);
 bool gz_get(const struct cache_req *cr, const struct cache_obj *co,
     struct store_ref *zref, struct cache_obj *zco);
 

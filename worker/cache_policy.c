@@ -5,6 +5,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "master/config.h"
 #include "worker/cache_policy.h"
 #include "worker/http_lex.h"
 
@@ -187,7 +188,10 @@ vary_star(const struct http_response *r)
 	return false;
 }
 
-/* The lifetime an operator set for responses silent on freshness. */
+/*
+ * The lifetime an operator set for responses silent on freshness; -1:
+ * none, -2: such responses are kept out (a cache_valid of 0).
+ */
 static int64_t
 configured(const struct cp_conf *conf, int status, enum cp_source *src)
 {
@@ -197,14 +201,14 @@ configured(const struct cp_conf *conf, int status, enum cp_source *src)
 	for (i = 0; i < conf->nvalid; i++) {
 		if (conf->valid[i].status == status) {
 			*src = CP_SRC_VALID;
-			return conf->valid[i].ttl;
+			return conf->valid[i].ttl > 0 ? conf->valid[i].ttl : -2;
 		}
-		if (conf->valid[i].status == 0 && any < 0)
+		if (conf->valid[i].status == CONFIG_VALID_ANY && any < 0)
 			any = conf->valid[i].ttl;
 	}
 	if (any >= 0) {
 		*src = CP_SRC_VALID;
-		return any;
+		return any > 0 ? any : -2;
 	}
 	if (conf->default_ttl > 0 && cp_status_heuristic(status)) {
 		*src = CP_SRC_TTL;
@@ -236,6 +240,10 @@ lifetime(const struct cp_conf *conf, const struct http_response *r,
 	}
 	if ((life = configured(conf, r->status, &f->source)) >= 0)
 		return life;
+	if (life == -2) {
+		f->source = CP_SRC_NONE;
+		return -1;
+	}
 	lm = date_of(r->last_modified);
 	if (lm >= 0 && (cp_status_heuristic(r->status) || cc->public_)) {
 		f->source = CP_SRC_HEURISTIC;
@@ -313,6 +321,10 @@ cp_judge(const struct cp_conf *conf, const struct cp_req *rq,
 	f->born = t->response - cp_initial_age(cp_age_value(r->age), f->date,
 	    t);
 	life = lifetime(conf, r, &cc, targeted, f->date, f);
+	/* no-cache needs no lifetime: each use is validated (5.2.2.4). */
+	if (life < 0 && (cc.no_cache || cc.has_no_cache_fields) &&
+	    (r->etag.p != NULL || r->last_modified.p != NULL))
+		life = 0;
 	if (life < 0)
 		return refuse(why, "no freshness", false);
 	f->lifetime = sat(life);

@@ -21,16 +21,13 @@
 #include "worker/http.h"
 #include "worker/http_response.h"
 
-/* One per-status validity of the location (cache_valid, nginx's
- * proxy_cache_valid): status 0 is "any". */
-struct cp_valid {
-	int status;
-	int64_t ttl;
-};
+/* A location's cache_valid entries (master/config.h): status 0 is "any",
+ * ttl 0 keeps such responses out. */
+struct config_valid;
 
 /* What a location's configuration says to the policy. */
 struct cp_conf {
-	const struct cp_valid *valid;	/* for responses silent on freshness */
+	const struct config_valid *valid;	/* for responses silent on freshness */
 	size_t nvalid;
 	int64_t default_ttl;		/* cache_ttl: the same for every
 					   heuristically cacheable status; 0:

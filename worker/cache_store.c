@@ -1,8 +1,10 @@
 /*
- * Storing proxied responses: the verdict on a response head, the copy of
- * its body as it is relayed, publishing it (with its gzip copy), and the
- * refresh of a stale copy by a 304.
+ * Storing proxied responses: the verdict on a response head (the policy's,
+ * worker/cache_policy.h), the copy of its body as it is relayed,
+ * publishing it (with its gzip copy), and the update of a stale copy by a
+ * 304 (RFC 9111 4.3.4).
  */
+#include <ctype.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,7 +19,45 @@
 #include "worker/resp.h"
 #include "worker/status.h"
 
+/* Fields a stored header never takes from a 304: corral states them on
+ * each answer, or keeps them in the object's header. */
+static const char *const not_merged[] = {
+	"age", "date", "server", "x-cache", NULL
+};
+
 /* Storing -------------------------------------------------------------- */
+
+/* The Vary field names, lower case, joined by commas. */
+static bool
+vary_names(const struct http_response *r, char *out, size_t size,
+    size_t *len)
+{
+	struct span v;
+	size_t i = 0, n = 0, j;
+	const char *p, *end, *t;
+
+	*len = 0;
+	while ((v = http_response_header(r, "Vary", &i)).p != NULL) {
+		for (p = v.p, end = v.p + v.len; p < end; p = t + 1) {
+			while (p < end && (*p == ' ' || *p == '\t' ||
+			    *p == ','))
+				p++;
+			for (t = p; t < end && *t != ',' && *t != ' ' &&
+			    *t != '\t'; t++)
+				;
+			if (t == p)
+				break;
+			if (n + (size_t)(t - p) + 1 > size)
+				return false;
+			if (n > 0)
+				out[n++] = ',';
+			for (j = 0; j < (size_t)(t - p); j++)
+				out[n++] = (char)tolower((unsigned char)p[j]);
+		}
+	}
+	*len = n;
+	return true;
+}
 
 /* The Vary spec of the URL with these names, made when it is new. */
 static bool
@@ -43,7 +83,7 @@ vary_spec(struct cache_req *cr, const char *names, size_t len, int64_t ttl)
 		    ((uint64_t)getpid() << 8) ^ ++seq;
 		cobj_init(&co, CO_VARY, 0);
 		co.status = 0;
-		co.fresh_until = 0;
+		co.lifetime = 0;
 		co.mtime = 0;
 		co.gen = gen;
 		co.hlen = (uint32_t)len;
@@ -86,53 +126,78 @@ cbuf_drop(struct cache_req *cr)
 	cr->storing = false;
 }
 
-/* The store's TTL: past freshness by cache_grace, absolute when far. */
+/*
+ * The store's TTL of an object: past its freshness by cache_grace, or by
+ * its stale windows when they are longer; absolute when far.
+ */
 int64_t
-store_ttl(const struct cache_req *cr, int64_t fresh_until)
+store_ttl(const struct cache_req *cr, const struct cache_obj *co)
 {
-	int64_t grace = cr->loc->cache_grace, ttl;
+	int64_t keep = cr->loc->cache_grace, ttl;
 
-	if (fresh_until == INT64_MAX)
+	if (co->lifetime == CO_FOREVER)
 		return 0;
-	ttl = fresh_until + grace - worker.now;
+	if (co->swr > keep)
+		keep = co->swr;
+	if (co->sie > keep)
+		keep = co->sie;
+	ttl = co->born + co->lifetime + keep - worker.now;
 	if (ttl < 1)
 		ttl = 1;
-	return ttl > STORE_TTL_RELATIVE_MAX ? fresh_until + grace : ttl;
+	return ttl > STORE_TTL_RELATIVE_MAX ? worker.now + ttl : ttl;
 }
 
+/* A marker of a kind (CO_PASS, CO_MISS) under the object's key. */
 static void
-mark_pass(struct cache_req *cr)
+mark(struct cache_req *cr, uint16_t kind)
 {
 	int64_t ttl = (cr->loc->cache_pass_ttl_ms + 999) / 1000;
 	struct cache_obj co;
 
 	if (ttl <= 0 || cr->role != CR_LOOKUP)
 		return;
-	cobj_init(&co, CO_PASS, 0);
+	cobj_init(&co, kind, 0);
 	co.status = 0;
-	co.fresh_until = 0;
+	co.lifetime = 0;
 	co.mtime = 0;
-	store_set(worker.store, cr->key, cr->klen, &co, sizeof(co), ttl, 0);
+	store_set(worker.store, cr->okey, cr->oklen, &co, sizeof(co), ttl, 0);
 }
 
 /*
- * The response will not be stored: the URL goes hit-for-pass, and the
- * lease is let go now, so its waiters fetch for themselves at once rather
- * than after the whole body streamed by.
+ * Not stored.  A response uncacheable for everyone makes the URL
+ * hit-for-pass (Varnish's); one only this request got (its credentials,
+ * its cookie, a status it provoked) leaves hit-for-miss, so the waiters
+ * and the next requests fetch at once and may store what they get, and a
+ * stale copy is kept.  Either way the lease is let go now, so its waiters
+ * go on at once rather than after the whole body streamed by.
  */
 static void
-pass(struct cache_req *cr)
+pass(struct cache_req *cr, bool for_everyone)
 {
-	mark_pass(cr);
+	if (for_everyone)
+		mark(cr, CO_PASS);
+	else if (!cr->stale)
+		mark(cr, CO_MISS);
 	lease_release(cr);
 }
 
-/* Over max_object: counted by the store as too large, streamed only. */
+/* The largest object the store takes now, header and lines included. */
+static size_t
+object_max(void)
+{
+	size_t m = store_max_object(worker.store);
+
+	return worker.cf->cache.max_object < m ?
+	    (size_t)worker.cf->cache.max_object : m;
+}
+
+/* Over the store's limit: counted by the store as too large, streamed
+ * only; the size is the same for everyone. */
 static void
 too_large(struct cache_req *cr)
 {
 	store_count_too_large(worker.store, cr->okey, cr->oklen);
-	pass(cr);
+	pass(cr, true);
 }
 
 static bool
@@ -175,60 +240,76 @@ copy_begin(struct cache_req *cr, const struct http_response *r,
 	cr->storing = true;
 }
 
+/* What of the request the policy weighs. */
+static void
+policy_req(const struct cache_req *cr, struct cp_req *rq)
+{
+	memset(rq, 0, sizeof(*rq));
+	rq->method = HTTP_M_GET;	/* a HEAD's fill is a GET */
+	rq->cc = cr->rcc;
+	if (cr->r != NULL) {
+		rq->authorization =
+		    http_header_get(cr->r, "Authorization").p != NULL;
+		rq->cookie = http_header_get(cr->r, "Cookie").p != NULL;
+	}
+}
+
 void
 cache_decide(struct cache_req *cr, const struct http_response *r)
 {
 	struct http_cache_control cc;
 	struct cache_obj *co = &cr->co;
+	struct cp_conf conf;
+	struct cp_req rq;
+	struct cp_times t = { cr->t_req, worker.now };
+	struct cp_fresh f;
+	enum cp_verdict v;
+	const char *why;
 	char names[512];
 	size_t nlen;
-	int64_t life, age = 0;
-	bool explicit;
 
 	cr->gz = false;
 	if (cr->klen == 0)
 		return;
-	if (policy_unsafe_method(cr->method)) {
-		if (r->status >= 200 && r->status < 400)
-			obj_delete(cr);
+	if (cr->unsafe) {
+		cache_invalidate(cr, r);
 		return;
 	}
 	if (!cache_fills(cr))
 		return;
-	http_response_cache_control(r, &cc);
-	life = policy_lifetime(r, &cc);
-	explicit = life >= 0;
-	if (!policy_storable(cr, r, &cc, explicit) ||
-	    !policy_vary_names(r, names, sizeof(names), &nlen)) {
-		pass(cr);
+	cache_conf(cr->loc, &conf);
+	policy_req(cr, &rq);
+	v = cp_judge(&conf, &rq, r, &t, &f, &why);
+	if (v != CP_STORE) {
+		pass(cr, v == CP_PASS);
+		return;
+	}
+	if (!vary_names(r, names, sizeof(names), &nlen)) {
+		pass(cr, true);
 		return;
 	}
 	if (r->framing == HTTP_BODY_LENGTH &&
-	    (uint64_t)r->content_length > worker.cf->cache.max_object) {
+	    (uint64_t)r->content_length > object_max()) {
 		too_large(cr);
 		return;
 	}
-	if (r->age.p != NULL)
-		age = strtoll(r->age.p, NULL, 10);
-	if (age < 0 || age > HTTP_DELTA_MAX)
-		age = 0;
-	if (!explicit)
-		life = cr->loc->cache_ttl;
-	if (cc.no_cache)
-		life = 0;
+	cp_response_cc(&conf, r, &cc);
 	cobj_init(co, CO_RESP, 0);
 	co->status = (uint16_t)r->status;
-	co->born = worker.now - age;
-	co->fresh_until = !explicit && life == 0 && !cc.no_cache ?
-	    INT64_MAX : co->born + life;
+	cobj_set_fresh(co, &f);
 	co->mtime = r->last_modified.p != NULL ? http_date_parse(
 	    r->last_modified.p, r->last_modified.len) : -1;
 	if (r->etag.p != NULL && r->etag.len <= CO_ETAG_MAX)
 		co->etag_len = (uint32_t)r->etag.len;
-	cr->cttl = store_ttl(cr, co->fresh_until);
+	cr->cttl = store_ttl(cr, co);
 	if (nlen > 0 && !vary_spec(cr, names, nlen, cr->cttl))
 		return;
 	copy_begin(cr, r, &cc, nlen);
+	if (cr->storing && cr->clen + (r->framing == HTTP_BODY_LENGTH ?
+	    (size_t)r->content_length : 0) > object_max()) {
+		cbuf_drop(cr);
+		too_large(cr);
+	}
 }
 
 bool
@@ -240,14 +321,11 @@ cache_storing(const struct cache_req *cr)
 void
 cache_copy(struct cache_req *cr, const char *p, size_t len)
 {
-	size_t body = cr->clen - sizeof(cr->co) - cr->co.etag_len -
-	    cr->co.hlen;
-
 	if (!cr->storing)
 		return;
-	if (body + len > worker.cf->cache.max_object) {
-		too_large(cr);
+	if (cr->clen + len > object_max()) {
 		cbuf_drop(cr);
+		too_large(cr);
 	} else if (!cbuf_add(cr, p, len)) {
 		cbuf_drop(cr);
 	}
@@ -269,43 +347,141 @@ cache_commit(struct cache_req *cr)
 	    cr->cttl, 0);
 }
 
+/* Updating from a 304 ---------------------------------------------------- */
+
+/* The stored lines as fields of r (its spans point into lines). */
+static size_t
+lines_fields(const char *lines, size_t len, struct http_header *h,
+    size_t max)
+{
+	const char *p = lines, *end = lines + len, *nl, *colon, *v;
+	size_t n = 0;
+
+	for (; p < end && n < max; p = nl + 1) {
+		if ((nl = memchr(p, '\n', (size_t)(end - p))) == NULL)
+			break;
+		if ((colon = memchr(p, ':', (size_t)(nl - p))) == NULL)
+			continue;
+		for (v = colon + 1; v < nl && (*v == ' ' || *v == '\t'); v++)
+			;
+		h[n].name = (struct span){ p, (size_t)(colon - p) };
+		h[n].value = (struct span){ v, (size_t)(nl - v) };
+		if (h[n].value.len > 0 && nl[-1] == '\r')
+			h[n].value.len--;
+		n++;
+	}
+	return n;
+}
+
 /*
- * The upstream said 304 to a revalidation: the stale copy gets new
- * freshness without its body being fetched again, and answers.
+ * The stored response with the 304's fields merged into its lines (RFC
+ * 9111 3.2), judged anew as of the 304's exchange; its object written to
+ * *out (malloc'd), its freshness into *co.  False when it may no longer be
+ * stored, or on a failure.
+ */
+static bool
+freshen(struct cache_req *cr, const struct store_ref *ref,
+    struct cache_obj *co, const struct http_response *r, char **out,
+    size_t *outlen)
+{
+	const char *lines = (const char *)ref->data + sizeof(*co) +
+	    co->etag_len;
+	struct cp_times t = { cr->t_req, worker.now };
+	struct http_response m;
+	struct http_header *h = NULL;
+	struct cp_conf conf;
+	struct cp_req rq;
+	struct cp_fresh f;
+	const char *why;
+	char *obj, *merged;
+	size_t mlen, n, i, elen;
+	bool ok = false;
+
+	if ((obj = malloc(sizeof(*co) + CO_ETAG_MAX +
+	    cp_freshen_size(co->hlen, r) + co->blen)) == NULL)
+		return false;
+	merged = obj + sizeof(*co) + CO_ETAG_MAX;
+	mlen = cp_freshen(lines, co->hlen, r, not_merged, merged);
+	if ((h = calloc(mlen / 4 + 1, sizeof(*h))) == NULL)
+		goto out;
+	/* The merged response, as the policy reads one. */
+	memset(&m, 0, sizeof(m));
+	m.version = 11;
+	m.status = co->status;
+	m.headers = h;
+	m.nheaders = lines_fields(merged, mlen, h, mlen / 4 + 1);
+	m.content_length = -1;
+	for (i = 0; i < m.nheaders; i++)
+		http_response_keep_field(&m, &h[i]);
+	/* Its Date and Age are the 304's (never stored in the lines). */
+	m.date = r->date;
+	m.age = r->age;
+	cache_conf(cr->loc, &conf);
+	policy_req(cr, &rq);
+	if (cp_judge(&conf, &rq, &m, &t, &f, &why) != CP_STORE) {
+		log_info("a 304 made the stored response unstorable: %s",
+		    why != NULL ? why : "?");
+		goto out;
+	}
+	co->mtime = m.last_modified.p != NULL ? http_date_parse(
+	    m.last_modified.p, m.last_modified.len) : -1;
+	elen = m.etag.p != NULL && m.etag.len <= CO_ETAG_MAX ? m.etag.len : 0;
+	/* etag, lines, body: the lines are in place after the room. */
+	n = sizeof(*co);
+	memcpy(obj + n, m.etag.p, elen);
+	n += elen;
+	memmove(obj + n, merged, mlen);
+	n += mlen;
+	memcpy(obj + n, lines + co->hlen, co->blen);
+	n += co->blen;
+	cobj_set_fresh(co, &f);
+	co->etag_len = (uint32_t)elen;
+	co->hlen = (uint32_t)mlen;
+	memcpy(obj, co, sizeof(*co));
+	*out = obj;
+	*outlen = n;
+	obj = NULL;
+	ok = true;
+out:
+	free(h);
+	free(obj);
+	return ok;
+}
+
+/*
+ * The upstream said 304 to a revalidation: the stale copy takes the 304's
+ * fields and new freshness without its body being fetched again, and
+ * answers (unless the client has its answer already).
  */
 static bool
 refresh(struct cache_req *cr, const struct http_response *r)
 {
-	struct http_cache_control cc;
 	struct store_ref ref;
 	struct cache_obj co;
-	int64_t life;
-	char *copy;
+	char *obj;
+	size_t len;
 
 	if (obj_get(cr, &ref, &co) != OBJ_FOUND)
 		return false;
-	http_response_cache_control(r, &cc);
-	life = policy_lifetime(r, &cc);
-	if (life < 0)
-		life = co.fresh_until == INT64_MAX ? cr->loc->cache_ttl :
-		    co.fresh_until - co.born;
-	if ((copy = malloc(ref.len)) == NULL) {
+	if (!freshen(cr, &ref, &co, r, &obj, &len)) {
+		/* It stays valid for this answer, not for storing. */
 		store_release(worker.store, &ref);
-		return false;
+		if (cr->bg) {
+			obj_delete(cr);
+			return true;
+		}
+		serve_stale(cr, XC_EXPIRED);
+		obj_delete(cr);
+		return true;
 	}
-	memcpy(copy, ref.data, ref.len);
 	store_release(worker.store, &ref);
-	co.born = worker.now;
-	co.fresh_until = co.born + life;
-	memcpy(copy, &co, sizeof(co));
 	/* The gzip copy first: an answer takes it only when both match. */
 	if (co.flags & CO_GZ)
-		gz_renew(cr, &co);
-	store_set(worker.store, cr->okey, cr->oklen, copy,
-	    sizeof(co) + co.etag_len + co.hlen + co.blen,
-	    store_ttl(cr, co.fresh_until), 0);
-	free(copy);
-	return serve_stale(cr, XC_EXPIRED);
+		gz_renew(cr, &co, r);
+	store_set(worker.store, cr->okey, cr->oklen, obj, len,
+	    store_ttl(cr, &co), 0);
+	free(obj);
+	return cr->bg || serve_stale(cr, XC_EXPIRED);
 }
 
 bool
@@ -319,7 +495,8 @@ cache_intercept(struct cache_req *cr, const struct http_response *r,
 
 	if (cr->reval && st == 304)
 		return refresh(cr, r);
-	if (bit == 0 || !stale_ok(cr, bit) || !serve_stale(cr, XC_STALE))
+	if (cr->bg || bit == 0 || !stale_ok(cr, CP_STALE_ERROR, bit) ||
+	    !serve_stale(cr, XC_STALE))
 		return false;
 	log_warn("upstream %s answered %d; served a stale copy", peer, st);
 	return true;

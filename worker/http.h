@@ -103,6 +103,13 @@ ssize_t http_parse_request(struct http_request *r, const char *buf,
 /* Finds a header by case-insensitive name; p == NULL when absent. */
 struct span http_header_get(const struct http_request *r, const char *name);
 
+/*
+ * The authority the request names, port included, as the client wrote
+ * it: an absolute-form target's (RFC 9112 3.2.2: it replaces Host), else
+ * the Host field's value; p == NULL when there is neither.
+ */
+struct span http_request_authority(const struct http_request *r);
+
 /* Incremental decoder for a chunked body (RFC 9112 section 7.1). */
 struct http_chunked {
 	int state;

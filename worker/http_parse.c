@@ -573,6 +573,19 @@ http_header_get(const struct http_request *r, const char *name)
 	return none;
 }
 
+struct span
+http_request_authority(const struct http_request *r)
+{
+	const char *a, *e, *end = r->target.p + r->target.len;
+
+	if (!r->absolute_form)
+		return http_header_get(r, "Host");
+	a = r->target.p + (http_ieq(r->target.p, "http://", 7) ? 7 : 8);
+	for (e = a; e < end && *e != '/' && *e != '?'; e++)
+		;
+	return (struct span){ a, (size_t)(e - a) };
+}
+
 /* Chunked body decoder states. */
 enum {
 	CH_SIZE,		/* first hex digit of a chunk-size */

@@ -87,6 +87,8 @@ struct proxy {
 	uint64_t sent;			/* body bytes to the client */
 	enum px_out out;
 	bool head_get;			/* a HEAD fetched as GET, to fill */
+	bool bg;			/* the client has a stale copy: the
+					   exchange refreshes the cache only */
 	bool timed_out;			/* LOOKUP: the lock's timer fired */
 	bool starting;			/* inside proxy_start() */
 	bool abort;			/* DONE: the client sees a cut */
@@ -232,6 +234,9 @@ px_keep(const struct upstream_request *rq, const struct http_header *h)
 
 	if (http_field_flags(h->name) & (HF_HOP | HF_REQ_DROP))
 		return false;
+	/* The target's authority replaces it (RFC 9112 3.2.2). */
+	if (rq->r->absolute_form && http_span_ieq(h->name, "host"))
+		return false;
 	if (px->conn_opts && http_field_connection_option(rq->r->headers,
 	    rq->r->nheaders, h->name))
 		return false;
@@ -296,7 +301,7 @@ static void
 px_request(struct proxy *px, struct upstream_request *rq)
 {
 	const struct http_request *r = px->req;
-	struct span host = http_header_get(r, "Host");
+	struct span host = http_request_authority(r);
 	struct span proto = http_header_get(r, "X-Forwarded-Proto");
 	struct span xff = px_xff(px);
 	size_t n = 0;
@@ -311,6 +316,8 @@ px_request(struct proxy *px, struct upstream_request *rq)
 	    r->method == HTTP_M_PUT || r->method == HTTP_M_DELETE;
 	rq->keep = px_keep;
 	rq->arg = px;
+	if (r->absolute_form)
+		px_field(px, &n, "Host", host.p, host.len);
 	px_field(px, &n, "X-Forwarded-For", xff.p, xff.len);
 	/* A trusted proxy knows the scheme its client used. */
 	if (proto.p != NULL && proto.len > 0 && conn_via_trusted(px->c))
@@ -341,6 +348,9 @@ px_verdict(struct proxy *px, enum cache_verdict v)
 	switch (v) {
 	case CACHE_ANSWERED:
 		return PX_DONE;
+	case CACHE_REFRESH:
+		px->bg = true;
+		return PX_FETCH;
 	case CACHE_WAIT:
 		waitlist_add(&px->w, cache_wait_token(px->cr),
 		    px->loc->cache_lock_timeout_ms, px_woken);
@@ -370,12 +380,14 @@ px_woken(struct waiter *w, bool timed_out)
 	px_run(px, PX_LOOKUP);
 }
 
+static bool px_interim_cb(void *, const struct http_response *);
 static bool px_head_cb(void *, const struct http_response *, bool *);
 static bool px_body_cb(void *, char *, size_t, bool);
 static void px_error_cb(void *, int);
 static void px_sent_cb(void *);
 
 static const struct upstream_handler px_handler = {
+	.interim = px_interim_cb,
 	.head = px_head_cb,
 	.body = px_body_cb,
 	.error = px_error_cb,
@@ -391,7 +403,7 @@ px_fetch(struct proxy *px)
 
 	/* A HEAD miss fetches the GET, as nginx and Varnish do: it fills. */
 	px->head_get = px->req->method == HTTP_M_HEAD &&
-	    cache_mediates(px->cr);
+	    (cache_mediates(px->cr) || px->bg);
 	px_request(px, &rq);
 	px->uc = upstream_conn_open(px->up, upstream_proto_for(rq.up), &rq,
 	    &px_handler, px, &status);
@@ -400,7 +412,8 @@ px_fetch(struct proxy *px)
 	if (status == 502)
 		log_error("client %s: cannot start the upstream request",
 		    conn_peer(px->c));
-	resp_error(px->c, status);
+	if (!px->bg)
+		resp_error(px->c, status);
 	return PX_DONE;
 }
 
@@ -486,6 +499,11 @@ px_head(struct proxy *px)
 	px->status = r->status;
 	if (px->cr != NULL)
 		cache_decide(px->cr, r);
+	if (px->bg) {
+		/* Only the cache takes the body. */
+		*px->decode = true;
+		return cache_storing(px->cr) ? PX_BODY : PX_FINISH;
+	}
 	px_send_head(px, r);
 	/* A HEAD whose GET will not be stored is answered already. */
 	if (px->head_get && !cache_storing(px->cr))
@@ -497,6 +515,10 @@ px_head(struct proxy *px)
 static enum px_step
 px_finish(struct proxy *px)
 {
+	if (px->bg) {
+		cache_commit(px->cr);
+		return PX_DONE;
+	}
 	if (px->out == OUT_CHUNK && !resp_is_head(px->c)) {
 		resp_body_copy(px->c, "0\r\n\r\n", 5);
 		px->sent += 5;
@@ -513,6 +535,8 @@ px_fail(struct proxy *px)
 {
 	struct conn *c = px->c;
 
+	if (px->bg)
+		return PX_DONE;		/* the client has its answer */
 	if (px->step != PX_BODY) {
 		if (px->cr != NULL && cache_serve_stale(px->cr, px->status))
 			return PX_DONE;
@@ -566,6 +590,38 @@ px_run(struct proxy *px, enum px_step step)
 
 /* What the upstream driver says ----------------------------------------- */
 
+/*
+ * An interim response (102 Processing, 103 Early Hints) goes on to an
+ * HTTP/1.1 client at once, without its hop-by-hop fields, and is never
+ * stored (RFC 9110 15.2, RFC 9111 3); a 100 Continue was for corral.
+ */
+static bool
+px_interim_cb(void *arg, const struct http_response *r)
+{
+	struct proxy *px = arg;
+	struct conn *c = px->c;
+	const struct http_header *h;
+
+	if (px->bg || r->status == 100 || conn_req(c)->version != 11)
+		return true;
+	if (r->reason.len > 0)
+		resp_status_reason(c, r->status, r->reason.p, r->reason.len);
+	else
+		resp_status_reason(c, r->status, http_reason(r->status),
+		    strlen(http_reason(r->status)));
+	for (h = r->headers; h < r->headers + r->nheaders; h++) {
+		if (http_hop_by_hop(r->headers, r->nheaders, h->name) ||
+		    (http_field_flags(h->name) & (HF_HOP | HF_RESP_DROP)))
+			continue;
+		resp_header(c, h->name.p, h->name.len);
+		resp_header(c, ": ", 2);
+		resp_header(c, h->value.p, h->value.len);
+		resp_header(c, "\r\n", 2);
+	}
+	resp_header(c, "\r\n", 2);
+	return conn_flush(c);
+}
+
 static bool
 px_head_cb(void *arg, const struct http_response *r, bool *decode)
 {
@@ -603,6 +659,13 @@ px_body_cb(void *arg, char *p, size_t len, bool last)
 
 	if (cache_storing(px->cr))
 		cache_copy(px->cr, p, len);
+	if (px->bg) {
+		if (last || !cache_storing(px->cr)) {
+			px_run(px, PX_FINISH);
+			return false;
+		}
+		return true;
+	}
 	if (px->head_get) {
 		/* Stored, not sent; or too large to store after all. */
 		if (!cache_storing(px->cr))
@@ -671,7 +734,7 @@ proxy_start(struct conn *c, const struct config_location *l,
 	px->status = 0;
 	px->sent = 0;
 	px->out = OUT_AS_IS;
-	px->head_get = px->timed_out = px->abort = false;
+	px->head_get = px->timed_out = px->abort = px->bg = false;
 	px->underscore_logged = false;
 	px->conn_opts = http_header_get(r, "Connection").p != NULL;
 	px->starting = true;
@@ -733,7 +796,7 @@ proxy_drained(struct proxy *px)
 bool
 proxy_cancel(struct proxy *px)
 {
-	bool started = px->step == PX_BODY;
+	bool started = px->step == PX_BODY || px->bg;
 
 	px_release(px);
 	return started;

@@ -96,16 +96,20 @@ class CacheBasicsTest(ProxyCacheCase):
         self.assertGreaterEqual(st['hits'], 22, st)
         self.assertNoLogErrors(c)
 
-    def test_one_url_however_spelt(self):
+    def test_key_is_the_request_forwarded(self):
+        # The origin may answer two spellings of a path differently: each
+        # is its own entry (issue 14), as nginx keys on what it sends.
         o = self.origin()
         o.script('/api/x%20y', body=b'same')
         c = self.start_cache(o)
         self.assertCache(self.fetch(c, '/api/x%20y?q=1'), 'MISS', b'same')
-        self.assertCache(self.fetch(c, '/api/./x%20y?q=1'), 'HIT', b'same')
-        self.assertCache(c.get('/api/%78%20y?q=1', host='LOCALHOST:80'),
-                         'HIT', b'same')
+        self.assertCache(c.get('/api/x%20y?q=1', host='LOCALHOST'), 'HIT',
+                         b'same')
+        self.assertCache(self.fetch(c, '/api/./x%20y?q=1'), 'MISS')
+        self.assertCache(self.fetch(c, '/api/./x%20y?q=1'), 'HIT')
+        self.assertCache(c.get('/api/x%20y?q=1', host='localhost:80'),
+                         'MISS', b'same')
         self.assertCache(self.fetch(c, '/api/x%20y?q=2'), 'MISS', b'same')
-        self.assertEqual(o.count('/api/x%20y'), 2)
 
     def test_chunked_response_stored_decoded(self):
         o = self.origin()
@@ -663,11 +667,20 @@ class CacheRulesTest(ProxyCacheCase):
         self.assertCache(self.fetch(c, '/api/v'), 'MISS', b'plain-body')
         self.assertCache(self.fetch(c, '/api/v', headers=gz), 'HIT',
                          b'gzip-body')
+        # The same codings, however written: one variant.
         self.assertCache(self.fetch(c, '/api/v', headers=[
-            ('Accept-Encoding', 'br, gzip')]), 'HIT', b'gzip-body')
+            ('Accept-Encoding', 'DEFLATE,gzip;q=0.8')]), 'HIT', b'gzip-body')
         self.assertCache(self.fetch(c, '/api/v', headers=[
-            ('Accept-Encoding', 'identity')]), 'HIT', b'plain-body')
+            ('Accept-Encoding', 'gzip'), ('Accept-Encoding', 'deflate')]),
+            'HIT', b'gzip-body')
         self.assertEqual(o.count('/api/v'), 2)
+        # Other codings, or one refused, are asked of the origin: it may
+        # choose another encoding for them.
+        self.assertCache(self.fetch(c, '/api/v', headers=[
+            ('Accept-Encoding', 'br, gzip')]), 'MISS', b'gzip-body')
+        self.assertCache(self.fetch(c, '/api/v', headers=[
+            ('Accept-Encoding', 'deflate, gzip;q=0')]), 'MISS')
+        self.assertEqual(o.count('/api/v'), 4)
 
     def test_client_conditional_answered_304_from_cache(self):
         o = self.origin()

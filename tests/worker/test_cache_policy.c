@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "master/config.h"
 #include "worker/cache_policy.h"
 #include "worker/http.h"
 #include "worker/http_response.h"
@@ -197,7 +198,7 @@ Test(policy, must_understand)
 
 Test(policy, configured_validity_for_silent_responses)
 {
-	static const struct cp_valid v[] = { { 200, 600 }, { 404, 60 },
+	static const struct config_valid v[] = { { 200, 600 }, { 404, 60 },
 	    { 0, 5 } };
 	struct cp_conf conf = plain;
 	struct cp_req rq = get();
