@@ -132,13 +132,6 @@ gz_store(struct cache_req *cr)
 	return ok;
 }
 
-/* The fields of a 304 a gzip copy does not take: its own validator,
- * digests of the plain bytes, and what the cache states itself. */
-static const char *const gz_not_merged[] = {
-	"age", "date", "server", "x-cache", "etag", "content-md5", "digest",
-	"content-digest", "repr-digest", NULL
-};
-
 /*
  * Gives the gzip copy the fields and freshness its response just got from
  * a 304 (r).
@@ -166,7 +159,7 @@ gz_renew(const struct cache_req *cr, const struct cache_obj *co,
 	n = sizeof(zco);
 	memcpy(copy + n, lines - zco.etag_len, zco.etag_len);
 	n += zco.etag_len;
-	zco.hlen = (uint32_t)cp_freshen(lines, zco.hlen, r, gz_not_merged,
+	zco.hlen = (uint32_t)cp_freshen(lines, zco.hlen, r, cache_not_merged,
 	    copy + n);
 	n += zco.hlen;
 	memcpy(copy + n, (const char *)ref.data + ref.len - zco.blen,

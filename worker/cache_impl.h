@@ -134,6 +134,7 @@ void cache_conf(const struct config_location *l, struct cp_conf *conf);
 void cache_invalidate(struct cache_req *cr, const struct http_response *r);
 
 /* cache_store.c */
+extern const char *const cache_not_merged[];	/* kept from a 304 */
 int64_t store_ttl(const struct cache_req *cr, const struct cache_obj *co);
 
 /* cache_answer.c */

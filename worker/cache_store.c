@@ -19,10 +19,17 @@
 #include "worker/resp.h"
 #include "worker/status.h"
 
-/* Fields a stored header never takes from a 304: corral states them on
- * each answer, or keeps them in the object's header. */
-static const char *const not_merged[] = {
-	"age", "date", "server", "x-cache", NULL
+/*
+ * Fields a stored header never takes from a 304: corral states them on
+ * each answer or keeps them in the object's header, and the validator and
+ * digests of the stored bytes, which a 304 with other values does not
+ * make true (RFC 9111 3.2: fields the integrity of the stored response
+ * depends on; a different strong validator selects no stored response,
+ * 4.3.4).  The gzip copy keeps its own for the same reason.
+ */
+const char *const cache_not_merged[] = {
+	"age", "date", "server", "x-cache", "etag", "content-md5", "digest",
+	"content-digest", "repr-digest", NULL
 };
 
 /* Storing -------------------------------------------------------------- */
@@ -401,7 +408,7 @@ freshen(struct cache_req *cr, const struct store_ref *ref,
 	    cp_freshen_size(co->hlen, r) + co->blen)) == NULL)
 		return false;
 	merged = obj + sizeof(*co) + CO_ETAG_MAX;
-	mlen = cp_freshen(lines, co->hlen, r, not_merged, merged);
+	mlen = cp_freshen(lines, co->hlen, r, cache_not_merged, merged);
 	if ((h = calloc(mlen / 4 + 1, sizeof(*h))) == NULL)
 		goto out;
 	/* The merged response, as the policy reads one. */
