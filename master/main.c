@@ -225,10 +225,12 @@ main(int argc, char **argv)
 		log_crit("%s", err);
 		goto failed;
 	}
+	if (master_open_stats(cf) == -1)
+		goto failed;
 	rt = runtime_open(cf, mime, NULL);
 	if (rt == NULL)
 		return 1;
-	if (master_open_stats(rt) == -1 || master_open_store(rt) == -1 ||
+	if (master_attach_stats(rt) == -1 || master_open_store(rt) == -1 ||
 	    master_open_tls(rt) == -1) {
 		runtime_free(rt);
 		return 1;

@@ -439,9 +439,8 @@ stats_rows(struct runtime *rt)
 }
 
 int
-master_open_stats(struct runtime *rt)
+master_open_stats(const struct config *cf)
 {
-	const struct config *cf = rt->cf;
 	struct stats_options o;
 	size_t npeers = 0;
 	char err[512];
@@ -458,6 +457,12 @@ master_open_stats(struct runtime *rt)
 		log_crit("%s: stats_file: %s", cf->file, err);
 		return -1;
 	}
+	return 0;
+}
+
+int
+master_attach_stats(struct runtime *rt)
+{
 	if (stats_rows(rt) == -1) {
 		log_crit("counters: out of memory");
 		return -1;

@@ -115,10 +115,13 @@ int master_check_store(const struct config *cf, char *err, size_t errlen);
 void master_block_signals(void);
 
 /*
- * Makes the counters' mapping (shm/stats.h) before anything forks; -1 with
- * a message in the log when it cannot be had.
+ * Makes the counters' mapping (shm/stats.h) before a socket listens, so
+ * whoever can connect can read the counters (corral -s); -1 with a message
+ * in the log when it cannot be had.  master_attach_stats() then gives the
+ * first runtime's servers and peers their rows.
  */
-int master_open_stats(struct runtime *rt);
+int master_open_stats(const struct config *cf);
+int master_attach_stats(struct runtime *rt);
 
 /* corral -s: the counters from the stats (and cache) file; exit status. */
 int monitor_stats(const struct config *cf, bool json);

@@ -134,6 +134,8 @@ class AccessLog(CorralTestCase):
             out = subprocess.run([BIN, '-s', '-j', '-c', c.conf_path],
                                  capture_output=True, text=True,
                                  timeout=10)
+            # The counters exist before the port listens: no retry.
+            self.assertEqual(out.returncode, 0, out.stderr)
             return json.loads(out.stdout)['bytes']['in']
         with c.connect() as conn:
             conn.send(b'GET /a.txt HTTP/1.1\r\n')
