@@ -450,6 +450,16 @@ class CorralctlTest(CorralTestCase):
                                        'user = "no-such-user-here"\n'),
             'user "no-such-user-here" does not exist')
 
+    def test_restart_bad_store_layout_keeps_serving(self):
+        # The issue's case: a cache section the store refuses at start
+        # stopped the running server, then failed to start the new one.
+        c = self.server()
+        c.directives['cache'] = {'size': Raw('1m'), 'stripes': 4096,
+                                 'max_object': Raw('1m')}
+        bad = c.config_text()
+        del c.directives['cache']
+        self.check_restart_refused(c, bad, r'cache: size 1m is too small')
+
     # -- reload and reopen
 
     def test_reload_of_cache_section_says_restart(self):
