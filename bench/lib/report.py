@@ -47,7 +47,8 @@ def vs_best(suite, key, what, most):
     def check(case):
         mine = _cpu(case, "corral")
         peers = [(r.cpu_us, r.server) for r in case.results
-                 if r.server not in ("corral", "floor") and r.cpu_us]
+                 if r.server != "floor" and not r.server.startswith("corral")
+                 and r.cpu_us]
         if mine is None or not peers:
             return "no ratio (corral or the peers missing)", None
         best, name = min(peers)
