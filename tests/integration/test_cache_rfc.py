@@ -6,17 +6,20 @@ windows, invalidation by any unsafe method, statuses outside the known
 ones, Vary normalised by parsing, and responses one client provokes that
 must never be served to the others.
 
-Tests marked expectedFailure describe behaviour the cache switches to
-once it uses worker/cache_policy (after the split of worker/proxy.c).
+Also what an operator configures: cache_valid and cache_ttl for
+responses silent on freshness, cache_cdn_control (RFC 9213), and the
+store's real max_object.
 """
 import os
+import signal
 import socket
+import subprocess
 import threading
 import time
 import unittest
 
-from harness import (CorralTestCase, http_date, parse_http_date, quote,
-                     wait_until)
+from harness import (BIN, CorralTestCase, Raw, http_date, parse_http_date,
+                     quote, wait_until)
 from origin import Origin
 
 CC = 'Cache-Control'
@@ -29,10 +32,38 @@ class CacheRfcCase(CorralTestCase):
         self.addCleanup(o.stop)
         return o
 
-    def start_cache(self, o, loc=None, workers=1, **kw):
+    def raw_origin(self, answer):
+        """An origin on a plain socket: answer(sock, request bytes) writes
+        the bytes of each exchange; each connection serves one request."""
+        served = []
+        srv = socket.socket()
+        srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        srv.bind(('127.0.0.1', 0))
+        srv.listen(8)
+        self.addCleanup(srv.close)
+
+        def serve():
+            while True:
+                try:
+                    s, _ = srv.accept()
+                except OSError:
+                    return
+                with s:
+                    req = s.recv(65536)
+                    served.append(req)
+                    answer(s, req)
+        threading.Thread(target=serve, daemon=True).start()
+
+        class Raw:
+            addr = '127.0.0.1:%d' % srv.getsockname()[1]
+        Raw.served = served
+        return Raw
+
+    def start_cache(self, o, loc=None, workers=1, store=None, **kw):
         """location "/" proxies to o with the cache on, nothing else."""
         c = self.make(workers=workers, **kw)
         c.directives['cache'] = {'path': os.path.join(c.tmp, 'cache.store')}
+        c.directives['cache'].update(store or {})
         text = c.config_text()
         d = {'proxy': quote('app'), 'cache': 'on'}
         d.update(loc or {})
@@ -310,44 +341,291 @@ class TruncatedTest(CacheRfcCase):
     """A response ended by an error is incomplete: never stored."""
 
     def test_close_delimited_body_reset_is_not_stored(self):
-        served = []
-        srv = socket.socket()
-        srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        srv.bind(('127.0.0.1', 0))
-        srv.listen(8)
-        self.addCleanup(srv.close)
-
-        def serve():
-            while True:
-                try:
-                    s, _ = srv.accept()
-                except OSError:
-                    return
-                s.recv(65536)
-                served.append(1)
-                s.sendall(b'HTTP/1.1 200 OK\r\nCache-Control: max-age=60'
-                          b'\r\n\r\npart of a body')
-                # SO_LINGER 0: close() sends a reset, not a FIN.
-                s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
-                             b'\x01\x00\x00\x00\x00\x00\x00\x00')
-                s.close()
-        threading.Thread(target=serve, daemon=True).start()
-
-        class Raw:
-            addr = '127.0.0.1:%d' % srv.getsockname()[1]
-        c = self.start_cache(Raw)
+        def answer(s, req):
+            s.sendall(b'HTTP/1.1 200 OK\r\nCache-Control: max-age=60'
+                      b'\r\n\r\npart of a body')
+            # SO_LINGER 0: close() sends a reset, not a FIN.
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
+                         b'\x01\x00\x00\x00\x00\x00\x00\x00')
+        o = self.raw_origin(answer)
+        c = self.start_cache(o)
         try:
             c.get('/reset')
         except Exception:
             pass		# the client may see the cut as it likes
-        self.assertTrue(wait_until(lambda: served, 5))
+        self.assertTrue(wait_until(lambda: o.served, 5))
         try:
             r = c.get('/reset')
             self.assertNotEqual(r.header('X-Cache'), 'HIT', r)
         except Exception:
             pass
-        self.assertEqual(len(served), 2, 'served from cache')
+        self.assertEqual(len(o.served), 2, 'served from cache')
 
+
+class InterimTest(CacheRfcCase):
+    """1xx interim responses: relayed to HTTP/1.1 clients, never stored."""
+
+    def test_103_relayed_not_stored(self):
+        def answer(s, req):
+            s.sendall(b'HTTP/1.1 103 Early Hints\r\n'
+                      b'Link: </s.css>; rel=preload\r\n\r\n'
+                      b'HTTP/1.1 200 OK\r\nCache-Control: max-age=60\r\n'
+                      b'Content-Length: 2\r\n\r\nok')
+        o = self.raw_origin(answer)
+        c = self.start_cache(o)
+        with c.connect() as s:
+            s.send(b'GET /hints HTTP/1.1\r\nHost: localhost\r\n\r\n')
+            r = s.read_response()
+            self.assertEqual(r.status, 103, r)
+            self.assertEqual(r.header('Link'), '</s.css>; rel=preload')
+            r = s.read_response()
+            self.assertEqual((r.status, r.body), (200, b'ok'))
+            # The hit is the final response alone.
+            s.send(b'GET /hints HTTP/1.1\r\nHost: localhost\r\n\r\n')
+            r = s.read_response()
+            self.assertEqual((r.status, r.body, r.header('X-Cache')),
+                             (200, b'ok', 'HIT'))
+        # An HTTP/1.0 client never gets a 1xx (RFC 9110 15.2).
+        r = c.get('/hints10', version='HTTP/1.0')
+        self.assertEqual((r.status, r.body), (200, b'ok'))
+        self.assertEqual(len(o.served), 2)
+
+
+class ConfiguredTest(CacheRfcCase):
+    """What an operator sets for responses silent on freshness."""
+
+    def silent(self, o, paths):
+        for path, status in paths:
+            self.counter(o, path, status=status)
+
+    def test_cache_valid_per_status(self):
+        o = self.origin()
+        self.silent(o, [('/ok', 200), ('/gone', 404), ('/err', 500)])
+        self.counter(o, '/nostore', [(CC, 'no-store')])
+        self.counter(o, '/short', [(CC, 'max-age=1')])
+        c = self.start_cache(o, {'cache_valid':
+                                 '{"200 10m", "404 1m"}'})
+        for path, status in (('/ok', 200), ('/gone', 404)):
+            self.assertEqual(c.get(path).status, status)
+            r = c.get(path)
+            self.assertEqual((r.status, r.body, r.header('X-Cache')),
+                             (status, b'1', 'HIT'), path)
+        # A status not named is not stored; what the response says wins.
+        self.assertEqual(c.get('/err').body, b'1')
+        self.assertEqual(c.get('/err').body, b'2')
+        self.assertEqual(c.get('/nostore').body, b'1')
+        self.assertEqual(c.get('/nostore').body, b'2')
+        t0 = time.time()
+        self.assertEqual(c.get('/short').body, b'1')
+        wait_until(lambda: time.time() >= t0 + 2.1, 5)
+        self.assertEqual(c.get('/short').body, b'2')
+
+    def test_cache_valid_any_and_zero(self):
+        o = self.origin()
+        self.silent(o, [('/ok', 200), ('/busy', 503)])
+        c = self.start_cache(o, {'cache_valid': '{"200 0", "any 1m"}'})
+        self.assertEqual(c.get('/busy').status, 503)
+        r = c.get('/busy')
+        self.assertEqual((r.status, r.body, r.header('X-Cache')),
+                         (503, b'1', 'HIT'))
+        # 0 keeps 200s out, though "any" would store them.
+        self.assertEqual(c.get('/ok').body, b'1')
+        self.assertEqual(c.get('/ok').body, b'2')
+
+    def test_cache_ttl_opt_in(self):
+        o = self.origin()
+        self.silent(o, [('/ok', 200), ('/err', 500)])
+        c = self.start_cache(o, {'cache_ttl': '1m'})
+        self.assertEqual(c.get('/ok').body, b'1')
+        r = c.get('/ok')
+        self.assertEqual((r.body, r.header('X-Cache')), (b'1', 'HIT'))
+        # Only the statuses RFC 9110 lets a cache reuse heuristically.
+        self.assertEqual(c.get('/err').body, b'1')
+        self.assertEqual(c.get('/err').body, b'2')
+
+    def test_cookie_request_not_stored_by_cache_valid(self):
+        # The operator's validity stores silent responses, never one made
+        # for a request with a cookie (issue 14).
+        o = self.origin()
+
+        def fn(method, h):
+            return 200, [], ('for ' + h.get('cookie', 'all')).encode()
+        o.script('/account.php/x.css', fn=fn)
+        c = self.start_cache(o, {'cache_valid': '{"200 10m"}'})
+        r = c.get('/account.php/x.css', headers=[('Cookie', 'u=alice')])
+        self.assertEqual(r.body, b'for u=alice')
+        self.assertEqual(c.get('/account.php/x.css').body, b'for all')
+
+    def test_cache_valid_errors(self):
+        for bad, why in (('{"abc 10m"}', 'a status is 3 digits'),
+                         ('{"200"}', 'the time is missing'),
+                         ('{"10m 200"}', 'the time must come last'),
+                         ('{"200 31d"}', 'at most 30d')):
+            c = self.make()
+            c.directives['cache'] = {'size': Raw('8m')}
+            text = c.config_text()
+            at = text.index('server {\n') + len('server {\n')
+            text = (text[:at] + '  location "/" {\n    proxy = "app"\n'
+                    '    cache = on\n    cache_valid = %s\n  }\n' % bad +
+                    text[at:] + 'upstream "app" {\n  servers = '
+                    '{"127.0.0.1:1"}\n}\n')
+            with open(c.conf_path, 'w') as f:
+                f.write(text)
+            line = text[:text.index('    cache_valid')].count('\n') + 1
+            out = subprocess.run([BIN, '-t', '-c', c.conf_path],
+                                 capture_output=True, text=True, timeout=10)
+            self.assertNotEqual(out.returncode, 0, bad)
+            self.assertIn('%s:%d' % (c.conf_path, line), out.stderr)
+            self.assertIn(why, out.stderr)
+
+
+class CdnControlTest(CacheRfcCase):
+    """CDN-Cache-Control targets corral only with cache_cdn_control."""
+
+    def test_cdn_cache_control_governs_when_on(self):
+        o = self.origin()
+        self.counter(o, '/cdn', [(CC, 'no-store'),
+                                 ('CDN-Cache-Control', 'max-age=60')])
+        self.counter(o, '/cdn0', [(CC, 'max-age=60'),
+                                  ('CDN-Cache-Control', 'no-store')])
+        c = self.start_cache(o, {'cache_cdn_control': 'on'})
+        self.assertEqual(c.get('/cdn').body, b'1')
+        r = c.get('/cdn')
+        self.assertEqual((r.body, r.header('X-Cache')), (b'1', 'HIT'))
+        # Clients still get every field.
+        self.assertEqual(r.header(CC), 'no-store')
+        self.assertEqual(r.header('CDN-Cache-Control'), 'max-age=60')
+        self.assertEqual(c.get('/cdn0').body, b'1')
+        self.assertEqual(c.get('/cdn0').body, b'2')
+
+    def test_cdn_cache_control_ignored_by_default(self):
+        o = self.origin()
+        self.counter(o, '/cdn', [(CC, 'no-store'),
+                                 ('CDN-Cache-Control', 'max-age=60')])
+        c = self.start_cache(o)
+        self.assertEqual(c.get('/cdn').body, b'1')
+        self.assertEqual(c.get('/cdn').body, b'2')
+
+
+class StaleTest(CacheRfcCase):
+    """Stale copies the response, the request or the config allow."""
+
+    def test_stale_if_error_from_the_response(self):
+        o = self.origin()
+        self.counter(o, '/sie', [(CC, 'max-age=1, stale-if-error=600')])
+        self.counter(o, '/mr', [(CC, 'max-age=1, must-revalidate')])
+        c = self.start_cache(o, {'cache_stale': '{}'})
+        t0 = time.time()
+        self.assertEqual(c.get('/sie').body, b'1')
+        self.assertEqual(c.get('/mr').body, b'1')
+        wait_until(lambda: time.time() >= t0 + 2.1, 5)
+        o.stop()
+        r = c.get('/sie')
+        self.assertEqual((r.status, r.body), (200, b'1'),
+                         'the response allowed its stale copy on errors')
+        self.assertEqual(c.get('/mr').status, 502)
+
+    def test_default_serves_stale_on_error_unless_forbidden(self):
+        o = self.origin()
+        self.counter(o, '/s', [(CC, 'max-age=1')])
+        self.counter(o, '/nc', [(CC, 'max-age=1, proxy-revalidate')])
+        c = self.start_cache(o)
+        t0 = time.time()
+        self.assertEqual(c.get('/s').body, b'1')
+        self.assertEqual(c.get('/nc').body, b'1')
+        wait_until(lambda: time.time() >= t0 + 2.1, 5)
+        o.stop()
+        r = c.get('/s')
+        self.assertEqual((r.status, r.body), (200, b'1'))
+        self.assertEqual(c.get('/nc').status, 502)
+
+    def test_only_if_cached(self):
+        o = self.origin()
+        self.counter(o, '/oic', [(CC, 'max-age=60')])
+        c = self.start_cache(o)
+        oic = [(CC, 'only-if-cached')]
+        self.assertEqual(c.get('/oic', headers=oic).status, 504)
+        self.assertEqual(o.count('/oic'), 0)
+        c.get('/oic')
+        r = c.get('/oic', headers=oic)
+        self.assertEqual((r.status, r.body), (200, b'1'))
+
+    def test_heuristic_freshness_from_last_modified(self):
+        o = self.origin()
+        lm = http_date(time.time() - 10 * 86400)
+        self.counter(o, '/lm', [('Last-Modified', lm)])
+        self.counter(o, '/lm500', [('Last-Modified', lm)], status=500)
+        c = self.start_cache(o)
+        self.assertEqual(c.get('/lm').body, b'1')
+        r = c.get('/lm')
+        self.assertEqual((r.body, r.header('X-Cache')), (b'1', 'HIT'))
+        # 500 is not heuristically cacheable.
+        c.get('/lm500')
+        self.assertEqual(c.get('/lm500').body, b'2')
+
+
+class SizeTest(CacheRfcCase):
+    """Storability on the whole object against the store's max_object."""
+
+    def assertWaitersGoOn(self, c, o, path, spans, size):
+        """Four clients at once: all answered, none stored, and the
+        waiters went on together once the first head said "too large",
+        not one fill at a time."""
+        out = []
+
+        def client():
+            out.append(c.get(path))
+        threads = [threading.Thread(target=client) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(30)
+        self.assertEqual([(r.status, len(r.body)) for r in out],
+                         [(200, size)] * 4)
+        r = c.get(path)
+        self.assertNotEqual(r.header('X-Cache'), 'HIT', r)
+        self.assertEqual(o.count(path), 5)
+        self.assertGreaterEqual(self.stats(c)['too_large'], 1)
+        spans.sort()
+        self.assertTrue(any(b[0] < a[1] for a, b in zip(spans, spans[1:])),
+                        'fetched one at a time: %r' % spans)
+
+    def slow(self, o, path, size, pad=0):
+        """path answers size bytes (and pad bytes of fields) after 0.5 s;
+        returns the list of (start, end) of its answers."""
+        spans = []
+        lock = threading.Lock()
+
+        def fn(method, h):
+            t = time.monotonic()
+            time.sleep(0.5)
+            with lock:
+                spans.append((t, time.monotonic()))
+            return 200, [(CC, 'max-age=60'), ('X-Pad', 'p' * pad)], \
+                b'b' * size
+        o.script(path, fn=fn)
+        return spans
+
+    def test_header_and_body_over_max_object_not_stored_waiters_go_on(self):
+        # 15 KB of body, under max_object; 4 KB of fields on top.
+        o = self.origin()
+        spans = self.slow(o, '/big', 15 * 1024, 4096)
+        c = self.start_cache(o, workers=2, store={'max_object': Raw('16k')})
+        self.assertWaitersGoOn(c, o, '/big', spans, 15 * 1024)
+
+    def test_reload_raising_max_object_keeps_the_store_limit(self):
+        # The store keeps its layout (16k) until a restart; a reload that
+        # raises max_object must not make the cache try to store more.
+        o = self.origin()
+        spans = self.slow(o, '/big', 20 * 1024)
+        c = self.start_cache(o, workers=2, store={'max_object': Raw('16k')})
+        with open(c.conf_path) as f:
+            text = f.read()
+        with open(c.conf_path, 'w') as f:
+            f.write(text.replace('max_object = 16k', 'max_object = 64k'))
+        os.kill(c.master_pid, signal.SIGHUP)
+        c.wait_log(r'worker 1 of generation 1 \(pid \d+\) exited')
+        self.assertWaitersGoOn(c, o, '/big', spans, 20 * 1024)
 
 if __name__ == '__main__':
     unittest.main()
