@@ -113,6 +113,8 @@ static const struct range {
 	{ "cache|stripes",	 U_COUNT, 1, 4096 },
 	{ "cache|max_object",	 U_SIZE, 1, GB },
 	{ "cache|file_max",	 U_SIZE, 0, GB },
+	{ "memcached|max_item",	 U_SIZE, 0, GB },
+	{ "memcached|idle_timeout", U_TIME, 0, DAY },
 	{ "worker_rlimit_nofile", U_COUNT, 0, 1048576 },
 	{ "upstream|keepalive",	 U_COUNT, 0, 10000 },
 	{ "upstream|connect_timeout", U_TIME, 1, DAY },
@@ -242,6 +244,17 @@ static cfg_opt_t cache_opts[] = {
 	CFG_END()
 };
 
+static int cb_mc_listen(cfg_t *, cfg_opt_t *, const char *, void *);
+
+static cfg_opt_t memcached_opts[] = {
+	CFG_PTR_LIST_CB("listen", "{127.0.0.1:11211}", CFGF_NONE,
+	    cb_mc_listen, free),
+	CFG_INT_CB("max_item", 0, CFGF_NONE, cb_size),
+	CFG_BOOL("allow_flush", cfg_false, CFGF_NONE),
+	CFG_INT_CB("idle_timeout", 0, CFGF_NONE, cb_time),
+	CFG_END()
+};
+
 static cfg_opt_t opts[] = {
 	CFG_INT_CB("workers", WORKERS_AUTO, CFGF_NONE, cb_workers),
 	CFG_INT_CB("worker_connections", 4096, CFGF_NONE, cb_count),
@@ -293,7 +306,8 @@ static cfg_opt_t opts[] = {
 	CFG_SEC("log_format", log_format_opts,
 	    CFGF_MULTI | CFGF_TITLE | CFGF_NO_TITLE_DUPES),
 	CFG_SEC("cache", cache_opts, CFGF_NONE),
-	CFG_SEC("tls", tls_opts, CFGF_NONE),
+	CFG_SEC("tls", tls_opts, CFGF_NONE), \
+	CFG_SEC("memcached", memcached_opts, CFGF_MULTI),
 	CFG_SEC("upstream", upstream_opts,
 	    CFGF_MULTI | CFGF_TITLE | CFGF_NO_TITLE_DUPES),
 	CFG_SEC("server", server_opts, CFGF_MULTI),
@@ -338,6 +352,8 @@ struct loader {
 	size_t ntls_lines;
 	int tls_listen_line;		/* the first listen with "tls" */
 	int cache_line;			/* see struct config_cache */
+	int mc_line;			/* the memcached section's end */
+	int mc_max_item_line;
 };
 
 static struct loader *ld;
@@ -728,6 +744,29 @@ cb_peer(cfg_t *cfg, cfg_opt_t *opt, const char *value, void *result)
 		return -1;
 	}
 	p->weight = (int)w;
+	*(void **)result = p;
+	return 0;
+}
+
+/* A memcached listen address: "IP:port" or "unix:/path"; never UDP. */
+static int
+cb_mc_listen(cfg_t *cfg, cfg_opt_t *opt, const char *value, void *result)
+{
+	struct config_peer *p;
+	const char *why;
+
+	if ((p = calloc(1, sizeof(*p))) == NULL) {
+		cfg_error(cfg, "out of memory");
+		return -1;
+	}
+	why = strncmp(value, "unix:", 5) == 0 ?
+	    parse_unix_peer(value + 5, p) : parse_inet_peer(value, p);
+	if (why != NULL) {
+		cfg_error(cfg, "invalid memcached listen \"%s\": %s", value,
+		    why);
+		free(p);
+		return -1;
+	}
 	*(void **)result = p;
 	return 0;
 }
@@ -1203,6 +1242,24 @@ validate_cache(cfg_t *cfg, cfg_opt_t *opt)
 }
 
 static int
+validate_memcached(cfg_t *cfg, cfg_opt_t *opt)
+{
+	if (ld->mc_line != 0) {
+		cfg_error(cfg, "only one memcached section is allowed");
+		return -1;
+	}
+	ld->mc_line = cfg->line;
+	return 0;
+}
+
+static int
+validate_mc_max_item(cfg_t *cfg, cfg_opt_t *opt)
+{
+	ld->mc_max_item_line = cfg->line;
+	return validate_range(cfg, opt);
+}
+
+static int
 validate_mime_type(cfg_t *cfg, cfg_opt_t *opt)
 {
 	const char *s = cfg_opt_getnstr(opt, 0);
@@ -1486,6 +1543,8 @@ static const struct {
 	{ "cache",		validate_cache },
 	{ "cache|size",		validate_cache_size },
 	{ "cache|stripes",	validate_stripes },
+	{ "memcached",		validate_memcached },
+	{ "memcached|max_item",	validate_mc_max_item },
 	{ "server|access_log",	validate_nonempty },
 	{ "server|access_log_format", validate_nonempty },
 	{ "cache|path",		validate_nonempty },
@@ -1800,6 +1859,31 @@ check_tls(cfg_t *cfg)
 }
 
 /* Checks that need the whole file; their options may come in any order. */
+/* The listener keeps its items in the store, with a small header. */
+static void
+check_memcached(cfg_t *cfg)
+{
+	cfg_t *mc = cfg_size(cfg, "memcached") ? cfg_getsec(cfg, "memcached") :
+	    NULL;
+	cfg_t *cache = cfg_getsec(cfg, "cache");
+	long max = mc ? cfg_getint(mc, "max_item") : 0;
+	long obj = cfg_getint(cache, "max_object");
+	char a[32], b[32];
+
+	if (mc == NULL)
+		return;
+	if (cfg_size(mc, "listen") == 0)
+		fail(ld->mc_line, "memcached listen needs at least one address");
+	else if (cfg_getint(cache, "size") == 0)
+		fail(ld->mc_line, "memcached keeps its items in the cache: "
+		    "cache size must not be 0");
+	else if (max > 0 && max + MC_ITEM_OVERHEAD > obj)
+		fail(ld->mc_max_item_line, "memcached max_item (%s) must be "
+		    "at most cache max_object (%s) less %d bytes",
+		    format_value(a, sizeof(a), U_SIZE, max),
+		    format_value(b, sizeof(b), U_SIZE, obj), MC_ITEM_OVERHEAD);
+}
+
 static int
 check(cfg_t *cfg)
 {
@@ -1825,7 +1909,8 @@ check(cfg_t *cfg)
 	if (!ld->failed)
 		check_log_formats(cfg);
 	if (!ld->failed)
-		check_tls(cfg);
+		check_tls(cfg); \
+		check_memcached(cfg);
 	return ld->failed ? -1 : 0;
 }
 
@@ -2134,6 +2219,31 @@ build_log_formats(cfg_t *cfg, struct config *cf)
 }
 
 static void
+build_memcached(cfg_t *cfg, struct config_memcached *m)
+{
+	cfg_t *sec;
+	size_t i;
+
+	if (cfg_size(cfg, "memcached") == 0)
+		return;
+	sec = cfg_getsec(cfg, "memcached");
+	m->nlisten = cfg_size(sec, "listen");
+	m->listen = calloc(m->nlisten, sizeof(*m->listen));
+	if (m->listen == NULL) {
+		ld->oom = true;
+		m->nlisten = 0;
+		return;
+	}
+	for (i = 0; i < m->nlisten; i++)
+		m->listen[i] = *(struct config_peer *)cfg_getnptr(sec,
+		    "listen", (unsigned)i);
+	m->max_item = cfg_getint(sec, "max_item");
+	m->allow_flush = cfg_getbool(sec, "allow_flush");
+	m->idle_timeout_ms = cfg_getint(sec, "idle_timeout");
+	m->line = ld->mc_line;
+}
+
+static void
 build_cache(cfg_t *sec, struct config_cache *c)
 {
 	c->path = copy_path(cfg_getstr(sec, "path"), "off");
@@ -2210,6 +2320,7 @@ build(cfg_t *cfg, struct config *cf)
 	cf->file_cache_max_size = cfg_getint(cfg, "file_cache_max_size");
 
 	build_cache(cfg_getsec(cfg, "cache"), &cf->cache);
+	build_memcached(cfg, &cf->memcached);
 	build_log_formats(cfg, cf);
 	build_tls(cfg_getsec(cfg, "tls"), &cf->tls);
 	for (i = 0; cf->listen != NULL && i < cf->nlisten; i++)
@@ -2335,6 +2446,7 @@ config_free(struct config *cf)
 	free_list(cf->gzip_types, cf->ngzip_types);
 	free(cf->cache.path);
 	free(cf->tls.ciphers);
-	free(cf->tls.ciphersuites);
+	free(cf->tls.ciphersuites); \
+	free(cf->memcached.listen);
 	free(cf);
 }

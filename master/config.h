@@ -203,6 +203,19 @@ struct config_lines {
 	int error_log, pid_file, user, group, listen, mime_types;
 };
 
+/* The memcached listener (worker/mc_conn.c) on the shared store. */
+#define MC_ITEM_OVERHEAD	8	/* store bytes per value besides it */
+struct config_memcached {
+	struct config_peer *listen;	/* "127.0.0.1:11211", "unix:/path";
+					   none: no listener */
+	size_t nlisten;
+	uint64_t max_item;		/* largest value; 0: what the store
+					   takes */
+	bool allow_flush;		/* flush_all empties it */
+	int idle_timeout_ms;		/* 0: connections may idle forever */
+	int line;			/* where the section ends */
+};
+
 struct config {
 	char *file;			/* absolute path of the config file */
 	struct config_lines lines;
@@ -259,7 +272,8 @@ struct config {
 
 	struct config_cache cache;
 	struct config_tls tls;
-	bool any_tls;			/* some listen has "tls" */
+	bool any_tls;			/* some listen has "tls" */ \
+	struct config_memcached memcached;
 
 	struct config_log_format *log_formats;	/* built-in ones first */
 	size_t nlog_formats;

@@ -28,6 +28,7 @@ struct runtime {
 	int *listen_fds;		/* one per cf->listen */
 	int *root_fds;			/* one per cf->servers, O_PATH dirs */
 	int *access_fds;		/* one per cf->servers, -1 when off */
+	int *mc_fds;			/* one per cf->memcached.listen */
 	struct store *store;		/* shared by every generation; NULL
 					   when cache.size is 0 */
 	struct stats *stats;		/* the counters, always there */
@@ -79,6 +80,12 @@ int master_user(const struct config *cf, struct fsafe_user *u, char *err,
  */
 struct runtime *runtime_open(struct config *cf, struct mime_table *mime,
     const struct runtime *old);
+
+/* The memcached listener's sockets (master/mc_listen.c), adopted from
+ * old where the address stays; -1 after logging why. */
+int mc_listen_open(struct runtime *rt, const struct runtime *old);
+/* Closes them, except those that keep carries on. */
+void mc_listen_close(struct runtime *rt, const struct runtime *keep);
 
 /* Closes what old holds that new did not take over, and frees old. */
 void runtime_retire(struct runtime *old, const struct runtime *new);

@@ -151,6 +151,8 @@ runtime_open_fds(struct runtime *rt, const struct runtime *old)
 		if (rt->listen_fds[i] == -1)
 			return -1;
 	}
+	if (mc_listen_open(rt, old) == -1)
+		return -1;
 	for (i = 0; i < cf->nservers; i++) {
 		rt->root_fds[i] = open(cf->servers[i].root,
 		    O_PATH | O_DIRECTORY | O_CLOEXEC);
@@ -205,6 +207,7 @@ runtime_close(struct runtime *rt, const struct runtime *keep)
 		    !fd_in(rt->listen_fds[i], keep->listen_fds,
 		    keep->cf->nlisten)))
 			close(rt->listen_fds[i]);
+	mc_listen_close(rt, keep);
 	for (i = 0; i < cf->nservers; i++) {
 		if (rt->root_fds[i] != -1)
 			close(rt->root_fds[i]);
@@ -277,5 +280,6 @@ runtime_free(struct runtime *rt)
 	free(rt->listen_fds);
 	free(rt->root_fds);
 	free(rt->access_fds);
+	free(rt->mc_fds);
 	free(rt);
 }

@@ -119,7 +119,83 @@
 	X(tls_resumed, COUNTER, "tls", "handshakes_resumed", \
 	    "tls_handshakes_total", "type=\"resumed\"", "") \
 	X(tls_failed, COUNTER, "tls", "handshakes_failed", \
-	    "tls_handshakes_total", "type=\"failed\"", "")
+	    "tls_handshakes_total", "type=\"failed\"", "") \
+	X(mc_conn_accepted, COUNTER, "memcached", "connections_accepted", \
+	    "memcached_connections_accepted_total", "", \
+	    "Connections the memcached listener accepted.") \
+	X(mc_conn_active, GAUGE, "memcached", "connections_active", \
+	    "memcached_connections_active", "", \
+	    "memcached connections open now.") \
+	X(mc_cmd_get, COUNTER, "memcached", "cmd_get", \
+	    "memcached_get_total", "", \
+	    "memcached keys looked up (get, gets, gat, gats, mg).") \
+	X(mc_get_hits, COUNTER, "memcached", "get_hits", \
+	    "memcached_get_hits_total", "", \
+	    "memcached lookups that found the key.") \
+	X(mc_get_misses, COUNTER, "memcached", "get_misses", \
+	    "memcached_get_misses_total", "", \
+	    "memcached lookups that did not.") \
+	X(mc_cmd_set, COUNTER, "memcached", "cmd_set", \
+	    "memcached_set_total", "", \
+	    "memcached storage commands (set, add, replace, append, " \
+	    "prepend, cas, ms).") \
+	X(mc_cmd_touch, COUNTER, "memcached", "cmd_touch", \
+	    "memcached_touch_total", "", \
+	    "memcached touch and gat commands.") \
+	X(mc_cmd_flush, COUNTER, "memcached", "cmd_flush", \
+	    "memcached_flush_total", "", \
+	    "memcached flush_all commands carried out.") \
+	X(mc_cmd_meta, COUNTER, "memcached", "cmd_meta", \
+	    "memcached_meta_total", "", \
+	    "memcached meta commands.") \
+	X(mc_delete_hits, COUNTER, "memcached", "delete_hits", \
+	    "memcached_delete_hits_total", "", \
+	    "memcached deletes of a key that was there.") \
+	X(mc_delete_misses, COUNTER, "memcached", "delete_misses", \
+	    "memcached_delete_misses_total", "", \
+	    "memcached deletes of a key that was not.") \
+	X(mc_incr_hits, COUNTER, "memcached", "incr_hits", \
+	    "memcached_incr_hits_total", "", \
+	    "memcached incr of a key that was there.") \
+	X(mc_incr_misses, COUNTER, "memcached", "incr_misses", \
+	    "memcached_incr_misses_total", "", \
+	    "memcached incr of a key that was not.") \
+	X(mc_decr_hits, COUNTER, "memcached", "decr_hits", \
+	    "memcached_decr_hits_total", "", \
+	    "memcached decr of a key that was there.") \
+	X(mc_decr_misses, COUNTER, "memcached", "decr_misses", \
+	    "memcached_decr_misses_total", "", \
+	    "memcached decr of a key that was not.") \
+	X(mc_cas_hits, COUNTER, "memcached", "cas_hits", \
+	    "memcached_cas_hits_total", "", \
+	    "memcached cas that stored.") \
+	X(mc_cas_misses, COUNTER, "memcached", "cas_misses", \
+	    "memcached_cas_misses_total", "", \
+	    "memcached cas of a key that was not there.") \
+	X(mc_cas_badval, COUNTER, "memcached", "cas_badval", \
+	    "memcached_cas_badval_total", "", \
+	    "memcached cas whose version did not match.") \
+	X(mc_touch_hits, COUNTER, "memcached", "touch_hits", \
+	    "memcached_touch_hits_total", "", \
+	    "memcached touch of a key that was there.") \
+	X(mc_touch_misses, COUNTER, "memcached", "touch_misses", \
+	    "memcached_touch_misses_total", "", \
+	    "memcached touch of a key that was not.") \
+	X(mc_too_large, COUNTER, "memcached", "store_too_large", \
+	    "memcached_store_too_large_total", "", \
+	    "memcached values refused for their size.") \
+	X(mc_no_memory, COUNTER, "memcached", "store_no_memory", \
+	    "memcached_store_no_memory_total", "", \
+	    "memcached values refused: no room in the store.") \
+	X(mc_errors, COUNTER, "memcached", "client_errors", \
+	    "memcached_client_errors_total", "", \
+	    "memcached command lines answered with an error.") \
+	X(mc_bytes_read, COUNTER, "memcached", "bytes_read", \
+	    "memcached_read_bytes_total", "", \
+	    "Bytes read by the memcached listener.") \
+	X(mc_bytes_written, COUNTER, "memcached", "bytes_written", \
+	    "memcached_written_bytes_total", "", \
+	    "Bytes written by the memcached listener.")
 
 /* Per server block: X(id, key). */
 #define STATS_SERVER(X) \

@@ -56,7 +56,11 @@
 	X(VARIANT_LEASE, 'W', "the lease of a V fill (never stored)")	\
 	X(TLS_SESSION,	'T', "TLS session state (worker/tls_session.h)")	\
 	X(LIMIT_REQ,	'R', "limit_req state: zone, hash of its key")	\
-	X(LIMIT_CONN,	'C', "limit_conn holders: zone, hash of its key")
+	X(LIMIT_CONN,	'C', "limit_conn holders: zone, hash of its key")	\
+	X(MEMCACHED,	'M', "a memcached item (worker/mc_store.h): the "	\
+	    "client's key; 'M' alone is the flush_all marker")		\
+	X(MEMCACHED_WIN, 'N', "a meta get's win token was handed out: "	\
+	    "the item's cas, then its key")
 
 enum cache_ns {
 #define CACHE_NS_ENUM(name, ch, what)	CACHE_NS_##name = ch,

@@ -178,11 +178,13 @@ parse_get(const struct tok *t, size_t n, const char *line, size_t len,
 	size_t klen;
 
 	if (cmd->op == MC_GAT || cmd->op == MC_GATS) {
-		if (n < 3)
+		if (n < 2)
 			return E_ERROR;
 		if (!num_i64(&t[1], 0, &cmd->exptime))
 			return E_EXPTIME;
 		first = 2;
+		if (n == 2)		/* no key: memcached says END */
+			return NULL;
 	} else if (n < 2)
 		return E_ERROR;
 	cmd->keys = t[first].p;

@@ -25,6 +25,7 @@
 #include "shm/stats.h"
 #include "shm/store.h"
 #include "worker/conn.h"
+#include "worker/mc_conn.h"
 #include "worker/proxy.h"
 #include "worker/waitlist.h"
 #include "worker/static.h"
@@ -185,6 +186,7 @@ worker_quit(void)
 	worker.quitting = true;
 	accept_enable(false);
 	conn_quit_idle();
+	mc_quit();
 	if (worker.nconns == 0)
 		event_base_loopbreak(worker.base);
 }
@@ -218,6 +220,9 @@ master_gone_cb(evutil_socket_t fd, short what, void *arg)
 	accept_enable(false);
 	for (size_t i = 0; i < worker.cf->nlisten; i++)
 		close(worker.rt->listen_fds[i]);
+	mc_quit();
+	for (size_t i = 0; i < worker.cf->memcached.nlisten; i++)
+		close(worker.rt->mc_fds[i]);
 	if (ms > 0)
 		evtimer_add(orphan_ev, &tv);
 	worker_quit();
@@ -418,11 +423,13 @@ worker_main(const struct runtime *rt, int slot, unsigned gen,
 	sigaddset(&mask, SIGCHLD);
 	sigprocmask(SIG_UNBLOCK, &mask, NULL);
 	accept_enable(true);
+	mc_listen_start();
 
 	event_base_dispatch(worker.base);
 
 	log_info("exiting");
 	conn_close_all();
+	mc_close_all();
 	fcache_destroy(worker.fcache);
 	free(worker.headers);
 	for (i = 0; i < cf->nlisten; i++)

@@ -82,7 +82,9 @@ Test(mc_parse, retrieval)
 	cr_assert_eq(cmd.klen, 1);
 	BAD("get", "ERROR");
 	BAD("gets", "ERROR");
-	BAD("gat 10", "ERROR");
+	OK("gat 10");
+	cr_assert_eq(cmd.keys_len, 0, "no key: END, as memcached");
+	BAD("gat", "ERROR");
 	BAD("gat abc k", "CLIENT_ERROR invalid exptime argument");
 	BAD("get \0k", "ERROR");
 }

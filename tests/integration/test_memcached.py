@@ -1,0 +1,330 @@
+"""
+The memcached listener on the shared store, against memcached itself:
+memccapable's ASCII tests, the replies to bad input byte for byte, the
+meta commands, pymemcache, memcached's TTL rules, two workers sharing the
+items, the unix socket, flush_all, the counters, and -t on a bad section.
+"""
+
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+
+from harness import (BIN, CorralTestCase, Raw, free_port, need_tool,
+                     quote, wait_until)
+from mcnode import Node, exchange, pymemcache
+
+
+def norm(b):
+    """Versions and cas values differ between servers; the rest may not."""
+    b = re.sub(rb'VERSION [^\r]*', b'VERSION x', b)
+    b = re.sub(rb'(VALUE \S+ \d+ \d+) \d+', rb'\1 CAS', b)
+    return re.sub(rb' c\d+', b' cN', b)
+
+
+class Listener(CorralTestCase):
+
+    def corral(self, workers=1, stats_file=None, **mc):
+        self.mc_port = free_port()
+        conf = {'listen': ['127.0.0.1:%d' % self.mc_port],
+                'allow_flush': True}
+        conf.update(mc)
+        return self.start(workers=workers, memcached=conf,
+                          cache={'size': Raw('64m')}, stats_file=stats_file)
+
+    def memcached(self, **kw):
+        n = Node(**kw).start()
+        self.addCleanup(n.stop)
+        return n
+
+    def ask(self, data, port=None, **kw):
+        return exchange(port or self.mc_port, data, **kw)
+
+
+class Conformance(Listener):
+
+    def test_memccapable_passes_what_memcached_passes(self):
+        tool = need_tool('memccapable')
+        node = self.memcached()
+        self.corral()
+
+        def run(port):
+            out = subprocess.run([tool, '-h', '127.0.0.1', '-p', str(port),
+                                  '-a'], capture_output=True, text=True,
+                                 timeout=60)
+            return {m.group(1): m.group(2) for m in re.finditer(
+                r'^(ascii [\w ]+?)\s+\[(\w+)\]', out.stdout, re.M)}
+        theirs, ours = run(node.port), run(self.mc_port)
+        passed = {t for t, r in theirs.items() if r == 'pass'}
+        self.assertGreaterEqual(len(passed), 27, theirs)
+        self.assertEqual({t: ours.get(t) for t in passed},
+                         {t: 'pass' for t in passed})
+
+    # Each line is answered as memcached 1.6 answers it.
+    SAME = [
+        b'set ' + b'k' * 251 + b' 0 0 1\r\na\r\n',
+        b'set ' + b'k' * 250 + b' 0 0 1\r\na\r\nget ' + b'k' * 250 + b'\r\n',
+        b'get ' + b'k' * 251 + b'\r\n',
+        b'set a\x01b 0 0 1\r\nx\r\nget a\x01b\r\n',
+        b'set k 0 0 -1\r\n', b'set k 0 0 abc\r\n',
+        b'set k abc 0 1\r\nx\r\n', b'set k 0 abc 1\r\nx\r\n',
+        b'set k 0 0 3\r\nabc\r\nversion\r\n',
+        b'set k -1 0 1\r\nx\r\n', b'set k 0 0 1 noreply extra\r\nx\r\n',
+        b'set k 0 0\r\n', b'set k 0 0 2147483647\r\n',
+        b'set k 18446744073709551616 0 1\r\nx\r\n',
+        b'set k 4294967296 0 1\r\nx\r\nget k\r\n',
+        b'incr k\r\n', b'incr missing 1\r\n',
+        b'set n 0 0 2\r\n10\r\nincr n -1\r\nincr n 18446744073709551616\r\n'
+        b'incr n abc\r\nincr n 18446744073709551615\r\ndecr n 100\r\n',
+        b'set s 0 0 2\r\nab\r\nincr s 1\r\n',
+        b'set n 0 0 3\r\n100\r\ndecr n 1\r\nget n\r\nincr n 5\r\nget n\r\n',
+        b'bogus\r\n', b'\r\n', b'get\r\n', b'STATS\r\n', b'get \x00\r\n',
+        b'touch k\r\n', b'touch k abc\r\n',
+        b'delete k 0\r\ndelete k 5\r\ndelete k noreply\r\n',
+        b'verbosity\r\nverbosity 1\r\nverbosity abc\r\n',
+        b'cas k 0 0 1\r\n', b'cas k 0 0 1 abc\r\nx\r\n',
+        b'gat\r\ngat 10\r\ngat abc k\r\n',
+        b'set k 0 0 1\r\nx\r\ngets k\r\ngat 100 k\r\ngats 100 k nokey\r\n'
+        b'touch k 10\r\ntouch nokey 10\r\n',
+        b'append nokey 0 0 1\r\nx\r\nprepend nokey 0 0 1\r\nx\r\n'
+        b'cas nokey 0 0 1 5\r\nx\r\ndelete nokey\r\n',
+        b'set k 0 0 1\r\nx\r\ncas k 0 0 1 1\r\ny\r\nadd k 0 0 1\r\nz\r\n'
+        b'replace k 5 0 1\r\nr\r\nget k\r\n',
+        b'flush_all abc\r\n', b'flush_all 1 2 3\r\n',
+        b'set k 0 0 2000000\r\n' + b'x' * 2000000 + b'\r\nget big\r\n'
+        b'version\r\n',
+        b'set k 0 0 1\r\nx\r\nset k 0 0 1048577\r\n' + b'x' * 1048577 +
+        b'\r\nget k\r\n',
+        b'set k 0 0 2000000 noreply\r\n' + b'x' * 2000002 + b'version\r\n',
+        b'quit\r\nversion\r\n',
+        # meta
+        b'set k 0 0 1\r\nx\r\nmg k v\r\nmg k s v f t c k O123 q\r\n'
+        b'mg nokey v q\r\nmg nokey v\r\nmn\r\n',
+        b'mg nokey2 v N30\r\nmg nokey2 v N30\r\nms nokey2 2 T60\r\nhi\r\n'
+        b'mg nokey2 v c\r\n',
+        b'ms mk 2\r\nhi\r\nmg mk v t\r\nms mk 2 T100 F5 c\r\nho\r\n'
+        b'mg mk v f t\r\nms mk 2 C1\r\nzz\r\nms mk 2 MA\r\nzz\r\nmg mk v\r\n'
+        b'ms mk2 2 ME\r\nab\r\nms mk2 2 ME\r\nab\r\n',
+        b'ms mk 2\r\nhi\r\nmd mk I T30\r\nmg mk v c\r\nmg mk v c\r\n'
+        b'mg mk v\r\nms mk 2\r\nnw\r\nmg mk v\r\n',
+        b'ms mr 2 T10\r\nhi\r\nmg mr v R30 t\r\nmg mr v R30 t\r\n',
+        b'ma cnt\r\nma cnt N0 J10 v\r\nma cnt v\r\nma cnt MD D3 v\r\n'
+        b'ma cnt v t\r\n',
+        b'mg ' + b'k' * 251 + b' v\r\nmg k zz\r\nmg k v v\r\nms k abc\r\n'
+        b'ms k 2 MZ\r\nhi\r\n',
+        b'mg a2V5 b v\r\nms a2V5 2 b\r\nhi\r\nmg key v\r\nmg a2V5 b k v\r\n',
+        b'md nokey\r\nmd nokey q\r\nmn\r\nmd k q\r\nmn\r\n',
+        b'ms k S2\r\nhi\r\n', b'ms k 2 T-1\r\nhi\r\nmg k v\r\n',
+        b'mg k v T\r\n', b'mg k v O' + b'x' * 40 + b'\r\n',
+        b'ms k 2 Mx\r\nhi\r\n', b'ms k 2 F-1\r\nhi\r\n', b'ma k MX\r\n',
+        b'ma k Dabc\r\n', b'md k zz\r\n', b'ms k 2 3\r\nhi\r\n',
+        b'mg k k v O1 O2\r\n', b'me\r\n', b'mn x\r\n', b'mg k v b\r\n',
+    ]
+
+    def test_replies_are_memcached_s(self):
+        node = self.memcached()
+        self.corral()
+        for case in self.SAME:
+            with self.subTest(case=case[:60]):
+                self.ask(b'flush_all\r\n', node.port, until=b'OK\r\n')
+                self.ask(b'flush_all\r\n', until=b'OK\r\n')
+                # mn answers MN once everything before it is answered.
+                theirs = self.ask(case + b'mn\r\n', node.port,
+                                  until=b'MN\r\n')
+                ours = self.ask(case + b'mn\r\n', until=b'MN\r\n')
+                self.assertEqual(norm(ours), norm(theirs))
+
+    def test_a_longer_data_block_never_runs_as_a_command(self):
+        # memcached would run "version" and "delete k" here; corral drops
+        # everything after the announced length up to the newline.
+        self.corral()
+        self.assertEqual(self.ask(b'set k 0 0 3\r\nabcXYversion\r\n'),
+                         b'CLIENT_ERROR bad data chunk\r\n')
+        self.assertEqual(self.ask(b'set j 0 0 1\r\nx\r\n'), b'STORED\r\n')
+        self.assertEqual(
+            self.ask(b'set k 0 0 3\r\nabc delete j\r\nget j\r\n'),
+            b'CLIENT_ERROR bad data chunk\r\nVALUE j 0 1\r\nx\r\nEND\r\n')
+        self.assertEqual(self.ask(b'get k\r\n'), b'END\r\n',
+                         'nothing stored from a bad chunk')
+
+    def test_http_request_and_junk_close_the_connection(self):
+        self.corral()
+        self.assertEqual(self.ask(b'GET / HTTP/1.1\r\nHost: x\r\n\r\n'),
+                         b'<EOF>')
+        self.assertEqual(self.ask(b'x' * 2100), b'<EOF>')
+        self.assertEqual(self.ask(b'\x80\x01\x00\x00' + b'\x00' * 20),
+                         b'<EOF>', 'the binary protocol is not served')
+        # A get of many keys may be longer than 2 KB.
+        keys = b' '.join(b'key%04d' % i for i in range(500))
+        self.assertEqual(self.ask(b'get ' + keys + b'\r\n', until=b'END\r\n'),
+                         b'END\r\n')
+
+    def test_too_large_removes_the_old_value_and_swallows(self):
+        self.corral(max_item=Raw('100k'))
+        big = b'x' * (100 * 1024 + 1)
+        out = self.ask(b'set k 0 0 1\r\nx\r\nset k 0 0 %d\r\n' % len(big) +
+                       big + b'\r\nget k\r\nversion\r\n', until=b'\r\nV')
+        out += self.ask(b'version\r\n')
+        self.assertTrue(out.startswith(
+            b'STORED\r\nSERVER_ERROR object too large for cache\r\n'
+            b'END\r\nVERSION '), out[:200])
+        self.assertEqual(self.ask(b'set k 0 0 %d\r\n' % (100 * 1024) +
+                                  big[:-1] + b'\r\n'), b'STORED\r\n')
+
+    def test_flush_all_refused_unless_allowed(self):
+        self.corral(allow_flush=False)
+        self.assertEqual(
+            self.ask(b'set k 0 0 1\r\nx\r\nflush_all\r\nget k\r\n'),
+            b'STORED\r\nCLIENT_ERROR flush_all not allowed\r\n'
+            b'VALUE k 0 1\r\nx\r\nEND\r\n')
+
+    def test_delayed_flush(self):
+        self.corral()
+        self.assertEqual(self.ask(b'set k 0 0 1\r\nx\r\nflush_all 2\r\n'
+                                  b'get k\r\n'),
+                         b'STORED\r\nOK\r\nVALUE k 0 1\r\nx\r\nEND\r\n')
+        wait_until(lambda: self.ask(b'get k\r\n') == b'END\r\n', 5)
+
+
+class Clients(Listener):
+
+    def client(self, port=None):
+        base = pymemcache()
+        c = base.Client(('127.0.0.1', port or self.mc_port), timeout=5,
+                        connect_timeout=5)
+        self.addCleanup(c.close)
+        return c
+
+    def test_pymemcache(self):
+        self.corral()
+        mc = self.client()
+        self.assertTrue(mc.set('page', b'<h1>hi</h1>', expire=0))
+        self.assertEqual(mc.get('page'), b'<h1>hi</h1>')
+        value, cas = mc.gets('page')
+        self.assertEqual(value, b'<h1>hi</h1>')
+        self.assertTrue(mc.cas('page', b'new', cas))
+        self.assertFalse(mc.cas('page', b'newer', cas))
+        self.assertEqual(mc.get('page'), b'new')
+        self.assertTrue(mc.append('page', b'!'))
+        self.assertTrue(mc.prepend('page', b'>'))
+        self.assertEqual(mc.get('page'), b'>new!')
+        self.assertFalse(mc.add('page', b'x', noreply=False))
+        self.assertTrue(mc.replace('page', b'r', noreply=False))
+        self.assertTrue(mc.set('n', b'41'))
+        self.assertEqual(mc.incr('n', 1), 42)
+        self.assertEqual(mc.decr('n', 50), 0)
+        self.assertTrue(mc.touch('n', 100, noreply=False))
+        self.assertEqual(mc.get_many(['page', 'n', 'none']),
+                         {'page': b'r', 'n': b'0 '})
+        self.assertTrue(mc.delete('page', noreply=False))
+        self.assertIsNone(mc.get('page'))
+        self.assertTrue(mc.version().startswith(b'1.6'))
+
+    def test_ttl_rules(self):
+        self.corral()
+        mc = self.client()
+        now = int(time.time())
+        mc.set('never', b'v', expire=0)
+        mc.set('rel', b'v', expire=1)
+        mc.set('abs', b'v', expire=now + 2)
+        mc.set('past', b'v', expire=now - 10)
+        mc.set('neg', b'v', expire=-1)
+        # Over 30 days is an absolute time: 2592001 is in January 1970.
+        mc.set('old', b'v', expire=2592001)
+        mc.set('month', b'v', expire=2592000)
+        got = mc.get_many(['never', 'rel', 'abs', 'past', 'neg', 'old',
+                           'month'])
+        self.assertEqual(sorted(got), ['abs', 'month', 'never', 'rel'])
+        wait_until(lambda: mc.get('rel') is None, 5)
+        wait_until(lambda: mc.get('abs') is None, 6)
+        self.assertEqual(mc.get('never'), b'v')
+        self.assertEqual(mc.get('month'), b'v')
+        mc.touch('never', -1)
+        self.assertIsNone(mc.get('never'))
+
+    def test_workers_share_the_items(self):
+        self.corral(workers=2)
+        self.assertEqual(self.ask(b'set shared 7 0 3\r\nabc\r\n'),
+                         b'STORED\r\n')
+        for _ in range(8):
+            self.assertEqual(self.ask(b'get shared\r\n'),
+                             b'VALUE shared 7 3\r\nabc\r\nEND\r\n')
+
+    def test_unix_socket(self):
+        d = tempfile.mkdtemp(prefix='corral-mc-')
+        self.addCleanup(shutil.rmtree, d, True)
+        os.chmod(d, 0o755)
+        path = os.path.join(d, 'mc.sock')
+        self.corral(listen=['unix:' + path])
+        wait_until(lambda: os.path.exists(path), 5)
+        self.assertEqual(oct(os.stat(path).st_mode & 0o777), '0o660')
+        self.assertEqual(exchange(path, b'set u 0 0 1\r\nx\r\nget u\r\n'),
+                         b'STORED\r\nVALUE u 0 1\r\nx\r\nEND\r\n')
+
+    def test_counters(self):
+        d = tempfile.mkdtemp(prefix='corral-mc-')
+        self.addCleanup(shutil.rmtree, d, True)
+        c = self.corral(stats_file=Raw(quote(os.path.join(d, 'stats'))))
+        self.ask(b'set a 0 0 1\r\nx\r\nget a\r\nget b\r\nincr a 1\r\n')
+        out = subprocess.run([BIN, '-s', '-j', '-c', c.conf_path],
+                             capture_output=True, text=True, timeout=10)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        doc = json.loads(out.stdout)
+        group = doc['memcached'] if 'memcached' in doc else \
+            doc['server']['memcached']
+        self.assertEqual(group['cmd_set'], 1)
+        self.assertEqual(group['get_hits'], 1)
+        self.assertEqual(group['get_misses'], 1)
+        self.assertEqual(group['client_errors'], 0)
+        stats = self.ask(b'stats\r\n', until=b'END\r\n').decode()
+        self.assertIn('STAT cmd_get 2\r\n', stats)
+        self.assertIn('STAT incr_hits 0\r\n', stats)
+
+    def test_worker_killed_in_a_value_wedges_nothing(self):
+        c = self.corral()
+        s = socket.create_connection(('127.0.0.1', self.mc_port))
+        s.sendall(b'set k 0 0 100000\r\n' + b'x' * 5000)
+        self.assertEqual(self.ask(b'version\r\n')[:8], b'VERSION ')
+        worker, = c.workers()
+        c.expect_worker_death = True
+        os.kill(worker, signal.SIGKILL)
+        s.close()
+        wait_until(lambda: c.workers() and c.workers()[0] != worker, 10)
+        wait_until(lambda: self.ask(b'set k 0 0 1\r\ny\r\n') ==
+                   b'STORED\r\n', 10)
+        self.assertEqual(self.ask(b'get k\r\n'),
+                         b'VALUE k 0 1\r\ny\r\nEND\r\n')
+
+
+class Config(CorralTestCase):
+
+    def check(self, **kw):
+        c = self.make(**kw)
+        out = subprocess.run([BIN, '-t', '-c', c.conf_path],
+                             capture_output=True, text=True, timeout=10)
+        return out.returncode, out.stderr.strip(), c.conf_path
+
+    def test_needs_the_store(self):
+        rc, err, path = self.check(memcached={'listen': ['127.0.0.1:1']},
+                                   cache={'size': 0})
+        self.assertEqual(rc, 1)
+        self.assertRegex(err, re.escape(path) + r':\d+: memcached keeps '
+                         r'its items in the cache')
+
+    def test_max_item_fits_max_object(self):
+        rc, err, path = self.check(
+            memcached={'listen': ['127.0.0.1:1'], 'max_item': Raw('1m')},
+            cache={'max_object': Raw('1m')})
+        self.assertEqual(rc, 1)
+        self.assertRegex(err, re.escape(path) + r':\d+: memcached max_item '
+                         r'\(1m\) must be at most cache max_object')
+
+    def test_bad_listen(self):
+        rc, err, path = self.check(memcached={'listen': ['localhost']})
+        self.assertEqual(rc, 1)
+        self.assertIn('invalid memcached listen "localhost"', err)
