@@ -149,6 +149,8 @@ static int cb_purge(cfg_t *, cfg_opt_t *, const char *, void *);
 static int cb_protocol(cfg_t *, cfg_opt_t *, const char *, void *);
 
 static int cb_tls_protocol(cfg_t *, cfg_opt_t *, const char *, void *);
+static int cb_hash(cfg_t *, cfg_opt_t *, const char *, void *);
+static int cb_mc_key(cfg_t *, cfg_opt_t *, const char *, void *);
 static int cb_cidr(cfg_t *, cfg_opt_t *, const char *, void *);
 static int cb_real_ip_header(cfg_t *, cfg_opt_t *, const char *, void *);
 static int cb_proxy_path(cfg_t *, cfg_opt_t *, const char *, void *);
@@ -158,6 +160,9 @@ static cfg_opt_t location_opts[] = {
 	CFG_STR("proxy", NULL, CFGF_NODEFAULT),
 	CFG_STR_CB("proxy_path", NULL, CFGF_NODEFAULT, cb_proxy_path),
 	CFG_STR("fastcgi", NULL, CFGF_NODEFAULT),
+	CFG_STR("memcached", NULL, CFGF_NODEFAULT),
+	CFG_STR_CB("memcached_key", "$uri", CFGF_NONE, cb_mc_key),
+	CFG_INT_CB("memcached_gzip_flag", 0, CFGF_NONE, cb_count),
 	CFG_STR_LIST_CB("fastcgi_param", "{}", CFGF_NONE, cb_fcgi_param),
 	CFG_STR("fastcgi_index", "index.php", CFGF_NONE),
 	CFG_BOOL("fastcgi_script_check", cfg_true, CFGF_NONE),
@@ -220,6 +225,7 @@ static cfg_opt_t upstream_opts[] = {
 	CFG_PTR_LIST_CB("servers", NULL, CFGF_NODEFAULT, cb_peer, free),
 	CFG_INT_CB("keepalive", 32, CFGF_NONE, cb_count),
 	CFG_STR_CB("protocol", "http", CFGF_NONE, cb_protocol),
+	CFG_STR_CB("hash", NULL, CFGF_NODEFAULT, cb_hash),
 	CFG_INT_CB("connect_timeout", 2 * SEC, CFGF_NONE, cb_time),
 	CFG_INT_CB("read_timeout", 30 * SEC, CFGF_NONE, cb_time),
 	CFG_INT_CB("send_timeout", 30 * SEC, CFGF_NONE, cb_time),
@@ -1014,8 +1020,38 @@ static int
 cb_protocol(cfg_t *cfg, cfg_opt_t *opt, const char *value, void *result)
 {
 	(void)opt;
-	if (strcmp(value, "http") != 0 && strcmp(value, "fastcgi") != 0) {
-		cfg_error(cfg, "unknown protocol \"%s\" (http or fastcgi)",
+	if (strcmp(value, "http") != 0 && strcmp(value, "fastcgi") != 0 &&
+	    strcmp(value, "memcached") != 0) {
+		cfg_error(cfg, "unknown protocol \"%s\" (http, fastcgi or "
+		    "memcached)", value);
+		return -1;
+	}
+	*(const char **)result = value;
+	return 0;
+}
+
+static int
+cb_hash(cfg_t *cfg, cfg_opt_t *opt, const char *value, void *result)
+{
+	(void)opt;
+	if (strcmp(value, "ketama") != 0 &&
+	    strcmp(value, "round_robin") != 0) {
+		cfg_error(cfg, "unknown hash \"%s\" (ketama or round_robin)",
+		    value);
+		return -1;
+	}
+	*(const char **)result = value;
+	return 0;
+}
+
+/* The key of a memcached location: the URI, as nginx's $memcached_key
+ * usually is (variables of every kind come with the site's). */
+static int
+cb_mc_key(cfg_t *cfg, cfg_opt_t *opt, const char *value, void *result)
+{
+	(void)opt;
+	if (strcmp(value, "$uri") != 0 && strcmp(value, "$request_uri") != 0) {
+		cfg_error(cfg, "memcached_key \"%s\": $uri or $request_uri",
 		    value);
 		return -1;
 	}
@@ -1383,11 +1419,20 @@ validate_upstream(cfg_t *cfg, cfg_opt_t *opt)
 {
 	cfg_t *sec = cfg_opt_getnsec(opt, cfg_opt_size(opt) - 1);
 
-	if (cfg_size(sec, "servers") > 0)
-		return 0;
-	cfg_error(cfg, "upstream \"%s\" ending here has no servers",
-	    cfg_title(sec));
-	return -1;
+	const char *hash = cfg_getstr(sec, "hash");
+
+	if (cfg_size(sec, "servers") == 0) {
+		cfg_error(cfg, "upstream \"%s\" ending here has no servers",
+		    cfg_title(sec));
+		return -1;
+	}
+	if (hash != NULL && strcmp(hash, "ketama") == 0 &&
+	    strcmp(cfg_getstr(sec, "protocol"), "memcached") != 0) {
+		cfg_error(cfg, "upstream \"%s\": hash = ketama needs "
+		    "protocol = memcached", cfg_title(sec));
+		return -1;
+	}
+	return 0;
 }
 
 static int
@@ -1529,6 +1574,7 @@ static const struct {
 	{ "server|location",	validate_location },
 	{ "server|location|proxy", validate_proxy },
 	{ "server|location|fastcgi", validate_proxy },
+	{ "server|location|memcached", validate_proxy },
 	{ "server|location|proxy_path", validate_proxy },
 	{ "error_log",		validate_nonempty },
 	{ "pid_file",		validate_nonempty },
@@ -1754,11 +1800,24 @@ check_upstream_use(cfg_t *cfg, cfg_t *ls, int line)
 {
 	const char *proxy = cfg_getstr(ls, "proxy");
 	const char *fcgi = cfg_getstr(ls, "fastcgi");
+	const char *mc = cfg_getstr(ls, "memcached");
 	const char *name = proxy != NULL ? proxy : fcgi, *want;
 	int i;
 
-	if (proxy != NULL && fcgi != NULL) {
-		fail(line, "a location has proxy or fastcgi, not both");
+	if ((proxy != NULL) + (fcgi != NULL) + (mc != NULL) > 1) {
+		fail(line, "a location has one of proxy, fastcgi and "
+		    "memcached");
+		return;
+	}
+	if (mc != NULL) {
+		if ((i = find_upstream(cfg, mc)) < 0)
+			fail(line, "memcached \"%s\": no upstream has that "
+			    "name", mc);
+		else if (strcmp(cfg_getstr(cfg_getnsec(cfg, "upstream",
+		    (unsigned)i), "protocol"), "memcached") != 0)
+			fail(line, "memcached \"%s\": that upstream's protocol "
+			    "is not memcached (set protocol = memcached in it)",
+			    mc);
 		return;
 	}
 	if (proxy == NULL && cfg_getstr(ls, "proxy_path") != NULL) {
@@ -2105,7 +2164,13 @@ build_locations(cfg_t *sec, struct config_server *s)
 		proxy = cfg_getstr(ls, "proxy");
 		if (proxy == NULL)
 			proxy = cfg_getstr(ls, "fastcgi");
+		if (proxy == NULL)
+			proxy = cfg_getstr(ls, "memcached");
 		l->upstream = proxy ? find_upstream(ld->cfg, proxy) : -1;
+		l->memcached_request_uri = strcmp(cfg_getstr(ls,
+		    "memcached_key"), "$request_uri") == 0;
+		l->memcached_gzip_flag = (uint32_t)cfg_getint(ls,
+		    "memcached_gzip_flag");
 		build_location_cache(ls, l);
 		if (cfg_getstr(ls, "fastcgi") != NULL)
 			l->fastcgi = build_fastcgi(ls);
@@ -2131,7 +2196,14 @@ build_upstream(cfg_t *sec, struct config_upstream *u)
 		    cfg_getnptr(sec, "servers", i);
 	u->keepalive = cfg_getint(sec, "keepalive");
 	u->protocol = strcmp(cfg_getstr(sec, "protocol"), "fastcgi") == 0 ?
-	    PROTO_FASTCGI : PROTO_HTTP;
+	    PROTO_FASTCGI : strcmp(cfg_getstr(sec, "protocol"), "memcached") ==
+	    0 ? PROTO_MEMCACHED : PROTO_HTTP;
+	/* A memcached cluster is hashed by key unless told otherwise. */
+	u->hash = u->protocol == PROTO_MEMCACHED ? HASH_KETAMA :
+	    HASH_ROUND_ROBIN;
+	if (cfg_getstr(sec, "hash") != NULL)
+		u->hash = strcmp(cfg_getstr(sec, "hash"), "ketama") == 0 ?
+		    HASH_KETAMA : HASH_ROUND_ROBIN;
 	u->connect_timeout_ms = cfg_getint(sec, "connect_timeout");
 	u->read_timeout_ms = cfg_getint(sec, "read_timeout");
 	u->send_timeout_ms = cfg_getint(sec, "send_timeout");

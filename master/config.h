@@ -50,11 +50,19 @@ enum config_real_ip {
 enum config_protocol {
 	PROTO_HTTP,
 	PROTO_FASTCGI,
+	PROTO_MEMCACHED,
+};
+
+/* How a peer is chosen for a request. */
+enum config_hash {
+	HASH_ROUND_ROBIN,		/* smooth weighted round-robin */
+	HASH_KETAMA,			/* by key, libmemcached's ketama */
 };
 
 struct config_upstream {
 	char *name;
 	enum config_protocol protocol;
+	enum config_hash hash;
 	struct config_peer *peers;
 	size_t npeers;
 	int keepalive;			/* idle connections kept per worker */
@@ -114,6 +122,10 @@ struct config_location {
 	size_t nstatus_allow;
 	struct config_fastcgi *fastcgi;	/* set with fastcgi = "NAME" */
 	char *proxy_path;		/* replaces prefix upstream, or NULL */
+	/* memcached = "NAME": the value of memcached_key is the body. */
+	bool memcached_request_uri;	/* memcached_key = $request_uri, else
+					   $uri */
+	uint32_t memcached_gzip_flag;	/* flags bits that say "gzip" */
 };
 
 /* fastcgi_param "NAME VALUE [if_not_empty]". */

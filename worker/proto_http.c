@@ -245,5 +245,12 @@ const struct upstream_proto proto_http = {
 const struct upstream_proto *
 upstream_proto_for(const struct config_upstream *up)
 {
-	return up->protocol == PROTO_FASTCGI ? &proto_fcgi : &proto_http;
+	switch (up->protocol) {
+	case PROTO_FASTCGI:
+		return &proto_fcgi;
+	case PROTO_MEMCACHED:
+		return &proto_memcached;
+	default:
+		return &proto_http;
+	}
 }

@@ -23,6 +23,7 @@
 #include "master/log.h"
 #include "shm/stats.h"
 #include "worker/conn.h"
+#include "worker/mc_ring.h"
 #include "worker/status.h"
 #include "worker/upstream.h"
 
@@ -50,6 +51,8 @@ struct upstream {
 	struct idle **spare;		/* the free slots */
 	unsigned nspare;
 	struct idle *taken;		/* still watched: upstream_pool_taken() */
+	struct mc_ring *ring;		/* hash = ketama: of the peers up */
+	bool *ring_live;		/* which peers the ring has */
 };
 
 static struct upstream *ups;
@@ -76,6 +79,8 @@ groups_free(struct upstream *u, size_t n)
 		free(u[i].slots);
 		free(u[i].pool);
 		free(u[i].spare);
+		mc_ring_free(u[i].ring);
+		free(u[i].ring_live);
 	}
 	free(u);
 }
@@ -99,8 +104,9 @@ upstream_init(void)
 		u->slots = calloc(n, sizeof(*u->slots));
 		u->pool = calloc(n, sizeof(*u->pool));
 		u->spare = calloc(n, sizeof(*u->spare));
+		u->ring_live = calloc(u->cf->npeers, sizeof(*u->ring_live));
 		if (u->peers == NULL || u->slots == NULL || u->pool == NULL ||
-		    u->spare == NULL) {
+		    u->spare == NULL || u->ring_live == NULL) {
 			groups_free(all, i + 1);
 			return false;
 		}
@@ -167,6 +173,52 @@ upstream_pick(struct upstream *u)
 	}
 	best->cur -= total;
 	return best;
+}
+
+/*
+ * The ring of the peers that are up, rebuilt when that set changed (a
+ * peer went down or came back), as libmemcached rebuilds its continuum
+ * when it ejects a server or takes it back.
+ */
+static const struct mc_ring *
+ring_now(struct upstream *u)
+{
+	size_t i, n = u->cf->npeers;
+	bool same = u->ring != NULL;
+	struct mc_ring *r;
+
+	for (i = 0; i < n; i++)
+		same &= u->ring_live[i] == !peer_down(&u->peers[i]);
+	if (same)
+		return u->ring;
+	for (i = 0; i < n; i++)
+		u->ring_live[i] = !peer_down(&u->peers[i]);
+	if ((r = mc_ring_build(u->cf->peers, n, u->ring_live)) == NULL)
+		return u->ring;		/* keep the old one */
+	mc_ring_free(u->ring);
+	u->ring = r;
+	return r;
+}
+
+struct upstream_peer *
+upstream_pick_key(struct upstream *u, const char *key, size_t klen)
+{
+	int i;
+
+	if (u->cf->hash != HASH_KETAMA)
+		return upstream_pick(u);
+	if ((i = mc_ring_pick(ring_now(u), key, klen)) < 0)
+		return NULL;
+	return &u->peers[i];
+}
+
+bool
+upstream_any_up(const struct upstream *u)
+{
+	for (size_t i = 0; i < u->cf->npeers; i++)
+		if (!peer_down(&u->peers[i]))
+			return true;
+	return false;
 }
 
 void

@@ -48,6 +48,15 @@ const struct config_upstream *upstream_config(const struct upstream *u);
 /* The next peer by smooth weighted round-robin, among those that are up. */
 struct upstream_peer *upstream_pick(struct upstream *u);
 
+/*
+ * hash = ketama: the peer of key on the ring of the peers that are up
+ * (worker/mc_ring.h), NULL when none is; otherwise upstream_pick().
+ */
+struct upstream_peer *upstream_pick_key(struct upstream *u, const char *key,
+    size_t klen);
+/* Whether any peer of u is up now. */
+bool upstream_any_up(const struct upstream *u);
+
 /* As written in the config: "127.0.0.1:9000", "unix:/run/app.sock". */
 const char *upstream_peer_name(const struct upstream_peer *p);
 

@@ -375,6 +375,28 @@ uc_begin(struct upstream_conn *uc)
 	return true;
 }
 
+/* The peer for a request: by its key on a hashed group, NULL (and the
+ * status to answer) when it has none or no peer is up. */
+static struct upstream_peer *
+pick(struct upstream *u, const struct upstream_proto *proto,
+    const struct upstream_request *rq, int *status)
+{
+	struct upstream_peer *p;
+	char key[UPSTREAM_KEY_MAX];
+	size_t n;
+
+	if (upstream_config(u)->hash != HASH_KETAMA || proto->hash_key == NULL)
+		return upstream_pick(u);
+	if ((n = proto->hash_key(rq, key, sizeof(key))) == 0) {
+		*status = 404;		/* no such key can be stored */
+		return NULL;
+	}
+	if ((p = upstream_pick_key(u, key, n)) == NULL)
+		log_warn("upstream \"%s\": every server is down",
+		    upstream_config(u)->name);
+	return p;
+}
+
 struct upstream_conn *
 upstream_conn_open(struct upstream *u, const struct upstream_proto *proto,
     const struct upstream_request *rq, const struct upstream_handler *h,
@@ -388,7 +410,10 @@ upstream_conn_open(struct upstream *u, const struct upstream_proto *proto,
 	if ((uc = uc_alloc(proto->ctx_size)) == NULL)
 		return NULL;
 	uc->up = u;
-	uc->peer = upstream_pick(u);
+	if ((uc->peer = pick(u, proto, rq, status)) == NULL) {
+		uc_free(uc);
+		return NULL;
+	}
 	uc->proto = proto;
 	uc->h = h;
 	uc->arg = arg;

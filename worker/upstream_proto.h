@@ -150,7 +150,16 @@ struct upstream_proto {
 
 	/* Frees what the module holds for the exchange; may be NULL. */
 	void (*done)(void *ctx);
+	/*
+	 * For groups hashed by key (hash = ketama): writes the request's
+	 * key (at most size bytes) and returns its length, 0 when it has
+	 * none (answered 404).  May be NULL: round-robin.
+	 */
+	size_t (*hash_key)(const struct upstream_request *rq, char *key,
+	    size_t size);
 };
+
+#define UPSTREAM_KEY_MAX	256
 
 /* The peer of the exchange, for a module's own log lines and Host. */
 struct upstream_peer *upstream_conn_peer(const struct upstream_conn *uc);
@@ -164,5 +173,7 @@ extern const struct upstream_proto proto_http;
 
 /* FastCGI (worker/proto_fcgi.c). */
 extern const struct upstream_proto proto_fcgi;
+/* memcached's get, as nginx's memcached_pass (worker/proto_memcached.c). */
+extern const struct upstream_proto proto_memcached;
 
 #endif
