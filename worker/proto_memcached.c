@@ -11,10 +11,12 @@
  * application stores a page under the same key the client asks for.  On
  * a ketama group it also picks the node (upstream_proto's hash_key).
  */
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "master/config.h"
+#include "master/master.h"
 #include "worker/conn_impl.h"
 #include "worker/http_response.h"
 #include "worker/mc_parse.h"
@@ -23,7 +25,7 @@
 
 #define TRAILER		"\r\nEND\r\n"
 #define TRAILER_LEN	7
-#define LINE_MAX	(MC_KEY_MAX + 64)
+#define HEAD_LINE_MAX	(MC_KEY_MAX + 64)
 
 enum { S_HEAD, S_VALUE, S_TRAILER, S_DONE };
 
@@ -152,7 +154,7 @@ response_head(struct upstream_conn *uc, void *ctx, char *buf, size_t len,
 	(void)uc;
 	*consumed = 0;
 	if (nl == NULL) {
-		if (len > LINE_MAX) {
+		if (len > HEAD_LINE_MAX) {
 			*why = "memcached: no line end in its answer";
 			return HTTP_ERROR;
 		}
@@ -164,8 +166,10 @@ response_head(struct upstream_conn *uc, void *ctx, char *buf, size_t len,
 	r->content_length = -1;
 	r->headers = m->hdr;
 	if (nl - buf == 4 && memcmp(buf, "END\r", 4) == 0) {
-		r->status = 404;
-		r->framing = HTTP_BODY_NONE;
+		r->status = 404;	/* an empty body, so it is framed */
+		r->content_length = 0;
+		r->framing = m->head_request ? HTTP_BODY_NONE :
+		    HTTP_BODY_LENGTH;
 		m->state = S_DONE;
 		m->clean = true;
 		return HTTP_OK;
