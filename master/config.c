@@ -161,7 +161,7 @@ static cfg_opt_t location_opts[] = {
 	CFG_STR_CB("proxy_path", NULL, CFGF_NODEFAULT, cb_proxy_path),
 	CFG_STR("fastcgi", NULL, CFGF_NODEFAULT),
 	CFG_STR("memcached", NULL, CFGF_NODEFAULT),
-	CFG_STR_CB("memcached_key", "$uri", CFGF_NONE, cb_mc_key),
+	CFG_STR_CB("memcached_key", NULL, CFGF_NODEFAULT, cb_mc_key),
 	CFG_INT_CB("memcached_gzip_flag", 0, CFGF_NONE, cb_count),
 	CFG_STR_LIST_CB("fastcgi_param", "{}", CFGF_NONE, cb_fcgi_param),
 	CFG_STR("fastcgi_index", "index.php", CFGF_NONE),
@@ -2145,7 +2145,7 @@ static void
 build_locations(cfg_t *sec, struct config_server *s)
 {
 	struct config_location *l;
-	const char *proxy;
+	const char *proxy, *key;
 	cfg_t *ls;
 	size_t i, n = cfg_size(sec, "location");
 
@@ -2167,8 +2167,10 @@ build_locations(cfg_t *sec, struct config_server *s)
 		if (proxy == NULL)
 			proxy = cfg_getstr(ls, "memcached");
 		l->upstream = proxy ? find_upstream(ld->cfg, proxy) : -1;
-		l->memcached_request_uri = strcmp(cfg_getstr(ls,
-		    "memcached_key"), "$request_uri") == 0;
+		key = cfg_getstr(ls, "memcached_key");
+		l->memcached_request_uri = key != NULL &&
+		    strcmp(key, "$request_uri") == 0;
+		l->memcached_local = key != NULL && l->upstream < 0;
 		l->memcached_gzip_flag = (uint32_t)cfg_getint(ls,
 		    "memcached_gzip_flag");
 		build_location_cache(ls, l);

@@ -28,6 +28,7 @@
 #include "master/config.h"
 #include "master/log.h"
 #include "worker/conn_impl.h"
+#include "worker/mc_http.h"
 #include "worker/http_lex.h"
 #include "worker/realip.h"
 #include "worker/proxy.h"
@@ -686,6 +687,9 @@ parse_one(struct conn *c)
 		return false;
 	if ((l = request_location(c)) != NULL && l->status) {
 		status_serve(c, l);
+		answered = true;
+	} else if (l != NULL && l->memcached_local) {
+		mc_http_serve(c, l);
 		answered = true;
 	} else if (l != NULL) {
 		rc = proxy_start(c, l, &c->px);

@@ -19,6 +19,7 @@
 #include "master/master.h"
 #include "worker/conn_impl.h"
 #include "worker/http_response.h"
+#include "worker/mc_http.h"
 #include "worker/mc_parse.h"
 #include "worker/static.h"
 #include "worker/upstream_proto.h"
@@ -43,46 +44,22 @@ struct mc_proto {
 	size_t path_len;
 };
 
-static bool
-escape_byte(unsigned char c)
-{
-	return c <= 0x20 || c == '%' || c == 0x7f;
-}
-
 /* The key: $uri or $request_uri, escaped; 0 when it is too long. */
 static size_t
 make_key(const struct upstream_request *rq, char *key, size_t size)
 {
 	const struct http_request *r = rq->r;
-	struct span s = rq->loc->memcached_request_uri ? r->target : r->path;
 	char path[PATH_MAX];
-	const char *p = s.p;
-	ssize_t len = (ssize_t)s.len;
-	size_t i, n = 0;
+	ssize_t len;
 	int status;
 
-	if (!rq->loc->memcached_request_uri) {
-		len = http_path_normalize(path, sizeof(path), s.p, s.len,
-		    &status);
-		if (len < 0)
-			return 0;
-		p = path;
-	}
-	if (size > MC_KEY_MAX)
-		size = MC_KEY_MAX;
-	for (i = 0; i < (size_t)len; i++) {
-		if (escape_byte((unsigned char)p[i])) {
-			if (n + 3 > size)
-				return 0;
-			n += (size_t)snprintf(key + n, 4, "%%%02X",
-			    (unsigned char)p[i]);
-		} else {
-			if (n + 1 > size)
-				return 0;
-			key[n++] = p[i];
-		}
-	}
-	return n;
+	if (size < MC_KEY_MAX)
+		return 0;
+	if (rq->loc->memcached_request_uri)
+		return mc_http_key(r->target.p, r->target.len, key);
+	len = http_path_normalize(path, sizeof(path), r->path.p, r->path.len,
+	    &status);
+	return len < 0 ? 0 : mc_http_key(path, (size_t)len, key);
 }
 
 static size_t

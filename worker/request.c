@@ -104,7 +104,8 @@ request_location(struct conn *c)
 	for (l = s->locations; l < s->locations + s->nlocations; l++)
 		if ((size_t)len >= l->prefix_len &&
 		    memcmp(path, l->prefix, l->prefix_len) == 0)
-			return l->upstream >= 0 || l->status ? l : NULL;
+			return l->upstream >= 0 || l->status ||
+			    l->memcached_local ? l : NULL;
 	return NULL;
 }
 

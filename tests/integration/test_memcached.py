@@ -15,8 +15,8 @@ import subprocess
 import tempfile
 import time
 
-from harness import (BIN, CorralTestCase, Raw, free_port, need_tool,
-                     quote, wait_until)
+from harness import (BIN, Conn, CorralTestCase, Raw, build_request,
+                     free_port, need_tool, quote, wait_until)
 from mcnode import Node, exchange, pymemcache
 
 
@@ -196,6 +196,7 @@ class Clients(Listener):
     def client(self, port=None):
         base = pymemcache()
         c = base.Client(('127.0.0.1', port or self.mc_port), timeout=5,
+                        default_noreply=False,
                         connect_timeout=5)
         self.addCleanup(c.close)
         return c
@@ -328,3 +329,82 @@ class Config(CorralTestCase):
         rc, err, path = self.check(memcached={'listen': ['localhost']})
         self.assertEqual(rc, 1)
         self.assertIn('invalid memcached listen "localhost"', err)
+
+
+class Pages(Listener):
+    """Pages written through the listener, served by a location."""
+
+    def site(self, loc=None):
+        l = {'memcached_key': Raw('"$uri"')}
+        l.update(loc or {})
+        self.mc_port = free_port()
+        return self.start(memcached={'listen': ['127.0.0.1:%d' %
+                                                self.mc_port]},
+                          cache={'size': Raw('64m')},
+                          server={'location "/articles/"': l})
+
+    def get(self, c, path, headers=(), method='GET'):
+        with Conn(c.port) as conn:
+            conn.send(build_request(path, method=method, headers=headers))
+            return conn.read_response(method=method)
+
+    def test_a_page_with_headers_conditionals_and_ranges(self):
+        c = self.site()
+        mc = pymemcache().Client(('127.0.0.1', self.mc_port),
+                                 default_noreply=False)
+        self.addCleanup(mc.close)
+        page = b'<h1>Hello</h1>' + b'x' * 1000
+        mc.set('/articles/hello.html', page, expire=0)
+        r = self.get(c, '/articles/hello.html')
+        self.assertBody(r, page)
+        self.assertEqual(r.header('Content-Type'), 'text/html; charset=utf-8')
+        etag, lm = r.header('ETag'), r.header('Last-Modified')
+        self.assertRegex(etag, r'^"[0-9a-f]+"$')
+        self.assertIsNotNone(lm)
+        r = self.get(c, '/articles/hello.html',
+                     headers=[('If-None-Match', etag)])
+        self.assertEqual(r.status, 304)
+        self.assertEqual(r.header('ETag'), etag)
+        r = self.get(c, '/articles/hello.html',
+                     headers=[('If-Modified-Since', lm)])
+        self.assertEqual(r.status, 304)
+        r = self.get(c, '/articles/hello.html',
+                     headers=[('Range', 'bytes=4-8')])
+        self.assertEqual(r.status, 206)
+        self.assertEqual(r.body, page[4:9])
+        self.assertEqual(r.header('Content-Range'),
+                         'bytes 4-8/%d' % len(page))
+        r = self.get(c, '/articles/hello.html', method='HEAD')
+        self.assertEqual(r.status, 200)
+        self.assertEqual(r.header('Content-Length'), str(len(page)))
+        # A new value is a new entity tag.
+        mc.set('/articles/hello.html', b'v2')
+        r = self.get(c, '/articles/hello.html',
+                     headers=[('If-None-Match', etag)])
+        self.assertBody(r, b'v2')
+        self.assertNotEqual(r.header('ETag'), etag)
+        self.assertEqual(self.get(c, '/articles/none.html').status, 404)
+        self.assertEqual(self.get(c, '/articles/x', method='POST').status,
+                         405)
+
+    def test_escaped_keys_ttl_and_gzip_flag(self):
+        import gzip
+        c = self.site({'memcached_gzip_flag': 2})
+        mc = pymemcache().Client(('127.0.0.1', self.mc_port),
+                                 default_noreply=False)
+        self.addCleanup(mc.close)
+        # $uri is decoded; the key escapes spaces as nginx does.
+        mc.set('/articles/a%20b', b'spaced')
+        self.assertBody(self.get(c, '/articles/a%20b'), b'spaced')
+        mc.set('/articles/short', b'brief', expire=1)
+        self.assertBody(self.get(c, '/articles/short'), b'brief')
+        wait_until(lambda: self.get(c, '/articles/short').status == 404, 5)
+        z = gzip.compress(b'<p>compressed</p>')
+        self.assertEqual(self.ask(b'set /articles/z.html 2 0 %d\r\n' %
+                                  len(z) + z + b'\r\n'), b'STORED\r\n')
+        r = self.get(c, '/articles/z.html')
+        self.assertBody(r, z)
+        self.assertEqual(r.header('Content-Encoding'), 'gzip')
+        # Nothing written through the listener is a file or a response.
+        c.write('/articles/file.html', 'on disk')
+        self.assertEqual(self.get(c, '/articles/file.html').status, 404)

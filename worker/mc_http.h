@@ -1,0 +1,20 @@
+/*
+ * Serving the memcached listener's items over HTTP (memcached_key in a
+ * location without a memcached upstream).  Internal to worker/.
+ */
+#ifndef CORRAL_MC_HTTP_H
+#define CORRAL_MC_HTTP_H
+
+#include <stddef.h>
+
+struct conn;
+struct config_location;
+
+/* Answers the request with the item of the location's key, or 404. */
+void mc_http_serve(struct conn *c, const struct config_location *l);
+
+/* The key of a URI as nginx escapes it for memcached (space, control
+ * bytes and '%' as %XX); 0 when it is over 250 bytes. */
+size_t mc_http_key(const char *p, size_t len, char *key);
+
+#endif
