@@ -14,6 +14,8 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -26,7 +28,7 @@
 #include "worker/mc_impl.h"
 #include "worker/mc_store.h"
 
-#define IN_INIT		16384
+#define IN_INIT		65536
 #define IN_MAX		(1024 * 1024)	/* longest get line */
 #define OUT_INIT	16384
 #define OUT_HIGH	(4 * 1024 * 1024) /* stop reading commands above */
@@ -389,7 +391,7 @@ static void
 accept_cb(evutil_socket_t lfd, short what, void *arg)
 {
 	struct mc_conn *c;
-	int fd, i;
+	int fd, i, one = 1;
 
 	worker_update_time();
 	for (i = 0; i < 16; i++) {
@@ -410,6 +412,9 @@ accept_cb(evutil_socket_t lfd, short what, void *arg)
 			close(fd);
 			continue;
 		}
+		/* Replies are small and come as the commands do: no Nagle
+		 * wait for them (memcached does the same). */
+		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 		if (worker.cf->memcached.idle_timeout_ms > 0)
 			c->timer = evtimer_new(worker.base, timer_cb, c);
 		c->fd = fd;

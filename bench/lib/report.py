@@ -188,6 +188,20 @@ TARGETS = (
            "1,000 new connections", "≤ 1.30", _accept_balance),
     Target("accept", "burst", "accept: connections waiting 1 s or more",
            "none", _accept_delay),
+    ("static", "100b-ka", "static 100 B keep-alive, CPU/request", 0.6),
+    ("static", "100b-pipe16", "static 100 B, 16-deep pipelining, "
+     "CPU/request", 0.15),
+    ("proxy", "hit-4000b", "proxy cache hit 4000 B, CPU/request", 0.35),
+    ("stampede", "cold", "stampede: 1 origin hit, p99 within origin "
+     "delay + 10 ms", None),
+    ("fastcgi", "php-uncached", "FastCGI PHP page through php-fpm, "
+     "CPU/request", 0.7),
+    ("fastcgi", "php-cached", "FastCGI PHP page from the cache, "
+     "CPU/request", 0.5),
+    ("store", "fill", "store: share of 64 MiB held at the first eviction, "
+     "at least memcached -m 64's", None),
+    ("memcached", "random-read", "memcached pages over HTTP, CPU/request "
+     "against nginx + memcached", 0.3),
 )
 
 README_BEGIN = "<!-- targets:begin -->"

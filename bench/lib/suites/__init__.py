@@ -8,6 +8,7 @@ import importlib
 
 ORDER = ("static", "gzip", "proxy", "stampede", "fastcgi", "conns",
          "accept", "tls", "store")
+ORDER = ("static", "proxy", "stampede", "fastcgi", "store", "memcached")
 
 
 def load(name):
