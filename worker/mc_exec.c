@@ -89,7 +89,8 @@ mc_expect_data(struct mc_conn *c, const struct mc_cmd *cmd, int64_t exptime,
 	memcpy(p->key, cmd->key, cmd->klen);
 	p->klen = cmd->klen;
 	p->cmd.key = p->key;
-	memcpy(p->flags, cmd->meta.flags, cmd->meta.flags_len);
+	if (cmd->meta.flags_len > 0)
+		memcpy(p->flags, cmd->meta.flags, cmd->meta.flags_len);
 	p->cmd.meta.flags = p->flags;
 	p->need = cmd->vlen;
 	if (rmw) {
