@@ -114,6 +114,7 @@ static const struct range {
 	{ "cache|max_object",	 U_SIZE, 1, GB },
 	{ "cache|file_max",	 U_SIZE, 0, GB },
 	{ "memcached|max_item",	 U_SIZE, 0, GB },
+	{ "cache|l2_timeout",	 U_TIME, 1, 60 * SEC },
 	{ "memcached|idle_timeout", U_TIME, 0, DAY },
 	{ "worker_rlimit_nofile", U_COUNT, 0, 1048576 },
 	{ "upstream|keepalive",	 U_COUNT, 0, 10000 },
@@ -247,6 +248,8 @@ static cfg_opt_t cache_opts[] = {
 	CFG_INT_CB("max_object", MB, CFGF_NONE, cb_size),
 	CFG_INT_CB("file_max", MB, CFGF_NONE, cb_size),
 	CFG_BOOL("persist", cfg_false, CFGF_NONE),
+	CFG_STR("l2", NULL, CFGF_NODEFAULT),
+	CFG_INT_CB("l2_timeout", 100, CFGF_NONE, cb_time),
 	CFG_END()
 };
 
@@ -1918,6 +1921,22 @@ check_tls(cfg_t *cfg)
 }
 
 /* Checks that need the whole file; their options may come in any order. */
+/* cache l2 names a memcached group. */
+static void
+check_l2(cfg_t *cfg, cfg_t *cache)
+{
+	const char *name = cfg_getstr(cache, "l2");
+	int i = find_upstream(cfg, name);
+
+	if (i < 0)
+		fail(ld->cache_line, "cache l2 \"%s\": no upstream has that "
+		    "name", name);
+	else if (strcmp(cfg_getstr(cfg_getnsec(cfg, "upstream", (unsigned)i),
+	    "protocol"), "memcached") != 0)
+		fail(ld->cache_line, "cache l2 \"%s\": that upstream's "
+		    "protocol is not memcached", name);
+}
+
 /* The listener keeps its items in the store, with a small header. */
 static void
 check_memcached(cfg_t *cfg)
@@ -1929,7 +1948,9 @@ check_memcached(cfg_t *cfg)
 	long obj = cfg_getint(cache, "max_object");
 	char a[32], b[32];
 
-	if (mc == NULL)
+	if (cfg_getstr(cache, "l2") != NULL)
+		check_l2(cfg, cache);
+	if (mc == NULL || ld->failed)
 		return;
 	if (cfg_size(mc, "listen") == 0)
 		fail(ld->mc_line, "memcached listen needs at least one address");
@@ -2327,6 +2348,9 @@ build_cache(cfg_t *sec, struct config_cache *c)
 	c->max_object = cfg_getint(sec, "max_object");
 	c->file_max = cfg_getint(sec, "file_max");
 	c->persist = cfg_getbool(sec, "persist");
+	c->l2 = cfg_getstr(sec, "l2") != NULL ?
+	    find_upstream(ld->cfg, cfg_getstr(sec, "l2")) : -1;
+	c->l2_timeout_ms = cfg_getint(sec, "l2_timeout");
 	c->line = ld->cache_line;
 }
 

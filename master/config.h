@@ -206,6 +206,9 @@ struct config_cache {
 	bool persist;			/* keep the file's contents on restart */
 	int line;			/* where the section sets size (or
 					   ends): store errors point here */
+	int l2;				/* memcached cluster behind the store:
+					   in config.upstreams, or -1 */
+	int l2_timeout_ms;		/* a get from it, at most */
 };
 
 /*

@@ -571,7 +571,12 @@ purge(struct cache_req *cr, const struct http_request *r)
 		resp_error(c, 400);
 		return;
 	}
-	if (!url_key(cr, r) || obj_delete(cr) != STORE_OK) {
+	if (!url_key(cr, r)) {
+		resp_error(c, 404);
+		return;
+	}
+	cache_l2_purge(cr);
+	if (obj_delete(cr) != STORE_OK) {
 		resp_error(c, 404);
 		return;
 	}

@@ -133,6 +133,11 @@ void lease_release(struct cache_req *cr);
 void cache_conf(const struct config_location *l, struct cp_conf *conf);
 void cache_invalidate(struct cache_req *cr, const struct http_response *r);
 
+/* cache_l2.c: a fill, and a purge, sent to the cluster */
+void cache_l2_push(const struct cache_req *cr, const void *obj, size_t len,
+    int64_t ttl);
+void cache_l2_purge(const struct cache_req *cr);
+
 /* cache_store.c */
 extern const char *const cache_not_merged[];	/* kept from a 304 */
 int64_t store_ttl(const struct cache_req *cr, const struct cache_obj *co);

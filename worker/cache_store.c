@@ -352,6 +352,7 @@ cache_commit(struct cache_req *cr)
 	memcpy(cr->cbuf, &cr->co, sizeof(cr->co));
 	store_set(worker.store, cr->okey, cr->oklen, cr->cbuf, cr->clen,
 	    cr->cttl, 0);
+	cache_l2_push(cr, cr->cbuf, cr->clen, cr->cttl);
 }
 
 /* Updating from a 304 ---------------------------------------------------- */

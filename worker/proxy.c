@@ -30,6 +30,7 @@
 #include "worker/cache.h"
 #include "worker/conn.h"
 #include "worker/http_field.h"
+#include "worker/mc_client.h"
 #include "worker/http_lex.h"
 #include "worker/http_response.h"
 #include "worker/fcgi_params.h"
@@ -50,6 +51,7 @@
 #define PX_STEPS(X)							\
 	X(LOOKUP, false, "look the URL up again in the cache")		\
 	X(WAIT,   true,  "wait until the fill of the key ends")		\
+	X(L2,     true,  "wait for the cache's memcached cluster")	\
 	X(FETCH,  false, "start the exchange with the upstream")	\
 	X(RECV,   true,  "wait for the response head")			\
 	X(HEAD,   false, "answer from the cache, or send the head on")	\
@@ -79,6 +81,8 @@ struct proxy {
 	struct upstream_conn *uc;
 	struct cache_req *cr;		/* NULL: the location does not cache */
 	struct waiter w;		/* in the waiting list during WAIT */
+	struct mc_call *l2;		/* L2: the get from the cluster */
+	bool l2_tried;			/* asked it once already */
 	const struct http_request *req;	/* the client's, or saved */
 
 	const struct http_response *resp;	/* HEAD: the head */
@@ -131,6 +135,9 @@ static void
 px_release(struct proxy *px)
 {
 	waitlist_remove(&px->w);
+	if (px->l2 != NULL)
+		mc_client_cancel(px->l2);
+	px->l2 = NULL;
 	if (px->uc != NULL)
 		upstream_conn_close(px->uc);
 	if (px->cr != NULL)
@@ -394,12 +401,31 @@ static const struct upstream_handler px_handler = {
 	.sent = px_sent_cb,
 };
 
+/* L2 answered: a hit is stored here and answered, else the origin. */
+static void
+px_l2_cb(void *arg, const char *data, size_t len)
+{
+	struct proxy *px = arg;
+
+	px->l2 = NULL;
+	worker_update_time();
+	px_run(px, data != NULL && cache_l2_fill(px->cr, data, len) ?
+	    PX_LOOKUP : PX_FETCH);
+}
+
 /* FETCH: builds the request and starts the exchange. */
 static enum px_step
 px_fetch(struct proxy *px)
 {
 	struct upstream_request rq;
 	int status;
+
+	/* A miss that fills asks the cache's cluster first, once. */
+	if (!px->l2_tried && cache_l2_wanted(px->cr)) {
+		px->l2_tried = true;
+		if ((px->l2 = cache_l2_get(px->cr, px_l2_cb, px)) != NULL)
+			return PX_L2;
+	}
 
 	/* A HEAD miss fetches the GET, as nginx and Varnish do: it fills. */
 	px->head_get = px->req->method == HTTP_M_HEAD &&
@@ -576,6 +602,7 @@ px_run(struct proxy *px, enum px_step step)
 			step = px_fail(px);
 			break;
 		case PX_WAIT:
+		case PX_L2:
 		case PX_RECV:
 		case PX_BODY:
 		default:
@@ -735,6 +762,8 @@ proxy_start(struct conn *c, const struct config_location *l,
 	px->sent = 0;
 	px->out = OUT_AS_IS;
 	px->head_get = px->timed_out = px->abort = px->bg = false;
+	px->l2 = NULL;
+	px->l2_tried = false;
 	px->underscore_logged = false;
 	px->conn_opts = http_header_get(r, "Connection").p != NULL;
 	px->starting = true;

@@ -25,6 +25,7 @@
 #include "shm/stats.h"
 #include "shm/store.h"
 #include "worker/conn.h"
+#include "worker/mc_client.h"
 #include "worker/mc_conn.h"
 #include "worker/proxy.h"
 #include "worker/waitlist.h"
@@ -430,6 +431,7 @@ worker_main(const struct runtime *rt, int slot, unsigned gen,
 	log_info("exiting");
 	conn_close_all();
 	mc_close_all();
+	mc_client_free_all();
 	fcache_destroy(worker.fcache);
 	free(worker.headers);
 	for (i = 0; i < cf->nlisten; i++)
