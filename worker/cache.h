@@ -60,7 +60,9 @@
 	X(MEMCACHED,	'M', "a memcached item (worker/mc_store.h): the "	\
 	    "client's key; 'M' alone is the flush_all marker")		\
 	X(MEMCACHED_WIN, 'N', "a meta get's win token was handed out: "	\
-	    "the item's cas, then its key")
+	    "the item's cas, then its key")				\
+	X(MEMCACHED_GZIP, 'Y', "the gzip copy of a memcached item served "	\
+	    "over HTTP, or empty (it does not shrink): cas, key")
 
 enum cache_ns {
 #define CACHE_NS_ENUM(name, ch, what)	CACHE_NS_##name = ch,

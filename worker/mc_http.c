@@ -7,22 +7,30 @@
  * item's cas is its entity tag and the time it was stored its
  * Last-Modified, so conditional requests and ranges work as for files.
  * With memcached_gzip_flag, an item whose flags have those bits is sent
- * with Content-Encoding: gzip (as SuperCache stores its pages).  A miss is
- * a 404, for error_page to pass on to the application.
+ * with Content-Encoding: gzip (as SuperCache stores its pages); with gzip
+ * on, other items of gzip_types are compressed once into the store for
+ * every worker and client that takes gzip.  A miss is a 404, for
+ * error_page to pass on to the application.
  */
 #include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "master/config.h"
 #include "master/master.h"
 #include "shm/store.h"
+#include "worker/cache.h"
 #include "worker/conn.h"
+#include "worker/gzip.h"
 #include "worker/mc_http.h"
 #include "worker/mc_store.h"
 #include "worker/resp.h"
 #include "worker/static.h"
+
+#define GZ_LINES	"Content-Encoding: gzip\r\nVary: Accept-Encoding\r\n"
+#define VARY_LINE	"Vary: Accept-Encoding\r\n"
 
 struct part {
 	struct pin *pin;
@@ -59,26 +67,117 @@ mc_http_key(const char *p, size_t len, char *key)
 	return n;
 }
 
+/*
+ * The item's gzip copy, made once for every worker (the store's lease
+ * picks the one that compresses) and keyed by the item's cas, so a new
+ * value never finds an old copy.  False: answer uncompressed (it does
+ * not shrink, or another worker is compressing it right now).
+ */
+static bool
+gzip_copy(const char *key, size_t klen, const struct mc_got *g,
+    struct store_ref *out)
+{
+	struct store *s = worker.store;
+	char gkey[1 + 8 + MC_KEY_MAX], *gz;
+	enum store_result lr;
+	struct store_ref l;
+	size_t glen = 0, n = 9 + klen;
+
+	gkey[0] = CACHE_NS_MEMCACHED_GZIP;
+	memcpy(gkey + 1, &g->ref.cas, 8);
+	memcpy(gkey + 9, key, klen);
+	lr = store_lookup(s, gkey, n, &l);
+	if (lr == STORE_HIT) {
+		*out = l;
+		if (l.len > 0)
+			return true;
+		store_release(s, out);	/* does not shrink */
+		return false;
+	}
+	if (lr == STORE_STALE_LEASE || lr == STORE_STALE_WAIT)
+		store_release(s, &l);
+	if (lr != STORE_LEASE && lr != STORE_STALE_LEASE)
+		return false;
+	gz = gzip_bytes(worker.cf, g->data, g->len, &glen);
+	if (gz == NULL || glen >= g->len)
+		glen = 0;
+	if (store_set(s, gkey, n, gz, glen, g->ref.expires, 0) != STORE_OK)
+		store_lease_release(s, gkey, n);
+	free(gz);
+	return glen > 0 && store_get(s, gkey, n, out) == STORE_HIT;
+}
+
+/* 200 with the gzip copy (conditionals on its own entity tag). */
+static void
+answer_gzip(struct conn *c, const char *type, const char *date,
+    const struct mc_got *g, struct store_ref *gz)
+{
+	const struct http_request *r = conn_req(c);
+	char etag[40];
+	struct pin *pin;
+	int elen;
+
+	elen = snprintf(etag, sizeof(etag), "\"%" PRIx64 "-gz\"",
+	    g->ref.cas);
+	if (http_conditional(r, etag, (size_t)elen, g->item->time) == 304) {
+		store_release(worker.store, gz);
+		resp_status(c, 304);
+		resp_headerf(c, "ETag: %s", etag);
+		resp_headerf(c, "Last-Modified: %s", date);
+		resp_header(c, VARY_LINE, sizeof(VARY_LINE) - 1);
+		resp_end_headers(c, -1);
+		resp_done(c, 304, 0);
+		return;
+	}
+	resp_status(c, 200);
+	resp_headerf(c, "Content-Type: %s", type);
+	resp_headerf(c, "ETag: %s", etag);
+	resp_headerf(c, "Last-Modified: %s", date);
+	resp_header(c, GZ_LINES, sizeof(GZ_LINES) - 1);
+	resp_end_headers(c, (int64_t)gz->len);
+	if (resp_is_head(c) || (pin = pin_take(gz)) == NULL) {
+		store_release(worker.store, gz);
+	} else {
+		resp_body_pin(c, pin, 0, gz->len);
+		pin_put(pin);
+	}
+	resp_done(c, 200, resp_is_head(c) ? 0 : gz->len);
+}
+
 static void
 answer(struct conn *c, const struct config_location *l, const char *path,
-    size_t plen, struct mc_got *g)
+    size_t plen, const char *key, size_t klen, struct mc_got *g)
 {
 	const struct http_request *r = conn_req(c);
 	const char *type = mime_lookup(worker.rt->mime, path, plen);
 	char lines[512], etag[32], date[HTTP_DATE_LEN + 1];
 	bool gz = l->memcached_gzip_flag != 0 &&
-	    (g->ref.flags & l->memcached_gzip_flag) != 0;
+	    (g->ref.flags & l->memcached_gzip_flag) != 0, vary;
 	struct part part = { NULL, sizeof(struct mc_item) };
+	struct store_ref zref;
 	struct resp_rep rep;
 	int n, elen;
 
-	elen = snprintf(etag, sizeof(etag), "\"%" PRIx64 "\"", g->ref.cas);
+	if (type == NULL)
+		type = worker.cf->default_type;
 	http_date_format((time_t)g->item->time, date);
+	/* Compressed once, for every worker, when the client takes it. */
+	vary = !gz && worker.cf->gzip && g->len >= worker.cf->gzip_min_length &&
+	    gzip_type(worker.cf, type, strlen(type));
+	if (vary && r->range.p == NULL &&
+	    http_accepts_gzip(http_header_get(r, "Accept-Encoding")) &&
+	    gzip_copy(key, klen, g, &zref)) {
+		answer_gzip(c, type, date, g, &zref);
+		return;
+	}
+	elen = snprintf(etag, sizeof(etag), "\"%" PRIx64 "\"", g->ref.cas);
 	switch (http_conditional(r, etag, (size_t)elen, g->item->time)) {
 	case 304:
 		resp_status(c, 304);
 		resp_headerf(c, "ETag: %s", etag);
 		resp_headerf(c, "Last-Modified: %s", date);
+		if (vary || gz)
+			resp_header(c, VARY_LINE, sizeof(VARY_LINE) - 1);
 		resp_end_headers(c, -1);
 		resp_done(c, 304, 0);
 		return;
@@ -87,9 +186,9 @@ answer(struct conn *c, const struct config_location *l, const char *path,
 		return;
 	}
 	n = snprintf(lines, sizeof(lines), "Content-Type: %s\r\nETag: %s\r\n"
-	    "Last-Modified: %s\r\n%s", type != NULL ? type :
-	    worker.cf->default_type, etag, date, gz ?
-	    "Content-Encoding: gzip\r\nVary: Accept-Encoding\r\n" : "");
+	    "Last-Modified: %s\r\n%s%s", type, etag, date, gz ?
+	    "Content-Encoding: gzip\r\n" : "", gz || vary ?
+	    "Vary: Accept-Encoding\r\n" : "");
 	if (n < 0 || (size_t)n >= sizeof(lines)) {
 		resp_error(c, 500);
 		return;
@@ -101,13 +200,12 @@ answer(struct conn *c, const struct config_location *l, const char *path,
 	g->ref.data = NULL;	/* the pin has it now */
 	rep = (struct resp_rep){
 		.lines = lines, .len = (size_t)n,
-		.type = type != NULL ? type : worker.cf->default_type,
+		.type = type, .tlen = strlen(type),
 		.etag = etag, .etag_len = (size_t)elen,
 		.mtime = g->item->time, .size = g->len,
 		.max_ranges = worker.cf->max_ranges,
 		.part = send_part, .arg = &part,
 	};
-	rep.tlen = strlen(rep.type);
 	if (r->range.p == NULL || !resp_range(c, r, &rep)) {
 		resp_status(c, 200);
 		resp_header(c, lines, (size_t)n);
@@ -147,7 +245,7 @@ mc_http_serve(struct conn *c, const struct config_location *l)
 		resp_error(c, 404);
 		return;
 	}
-	answer(c, l, path, (size_t)plen, &g);
+	answer(c, l, path, (size_t)plen, key, n, &g);
 	if (g.ref.data != NULL)
 		mc_release(worker.store, &g);
 }

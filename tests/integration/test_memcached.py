@@ -410,3 +410,34 @@ class Pages(Listener):
         # Nothing written through the listener is a file or a response.
         c.write('/articles/file.html', 'on disk')
         self.assertEqual(self.get(c, '/articles/file.html').status, 404)
+
+    def test_gzip_copy_made_once(self):
+        import gzip
+        self.mc_port = free_port()
+        c = self.start(memcached={'listen': ['127.0.0.1:%d' % self.mc_port]},
+                       cache={'size': Raw('64m')}, gzip=True,
+                       server={'location "/articles/"':
+                               {'memcached_key': Raw('"$uri"')}})
+        page = b'<p>' + b'all work and no play ' * 100 + b'</p>'
+        self.assertEqual(self.ask(b'set /articles/g.html 0 0 %d\r\n' %
+                                  len(page) + page + b'\r\n'), b'STORED\r\n')
+        ae = [('Accept-Encoding', 'gzip')]
+        r = self.get(c, '/articles/g.html', headers=ae)
+        self.assertEqual(r.header('Content-Encoding'), 'gzip')
+        self.assertEqual(gzip.decompress(r.body), page)
+        self.assertLess(len(r.body), len(page))
+        etag = r.header('ETag')
+        self.assertTrue(etag.endswith('-gz"'), etag)
+        r2 = self.get(c, '/articles/g.html',
+                      headers=ae + [('If-None-Match', etag)])
+        self.assertEqual(r2.status, 304)
+        r = self.get(c, '/articles/g.html')
+        self.assertBody(r, page)
+        self.assertIsNone(r.header('Content-Encoding'))
+        self.assertEqual(r.header('Vary'), 'Accept-Encoding')
+        # A new value gets a new copy.
+        page2 = page.replace(b'play', b'rest')
+        self.ask(b'set /articles/g.html 0 0 %d\r\n' % len(page2) + page2 +
+                 b'\r\n')
+        r = self.get(c, '/articles/g.html', headers=ae)
+        self.assertEqual(gzip.decompress(r.body), page2)
