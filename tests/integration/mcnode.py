@@ -15,17 +15,28 @@ import unittest
 from harness import IO_TIMEOUT, ServerError, free_port, need_tool
 
 
-def pymemcache():
-    """Debian's python3-pymemcache, also for a python3 outside Debian's."""
+def debian_module(name, package):
+    """A Python module of a Debian package, also for a python3 outside
+    Debian's (whose path lacks dist-packages); SkipTest when missing."""
+    import importlib
     try:
-        import pymemcache.client.base as base
+        return importlib.import_module(name)
     except ImportError:
         sys.path.append('/usr/lib/python3/dist-packages')
         try:
-            import pymemcache.client.base as base
+            return importlib.import_module(name)
         except ImportError:
-            raise unittest.SkipTest('python3-pymemcache is not installed')
-    return base
+            raise unittest.SkipTest('%s is not installed' % package)
+
+
+def pymemcache():
+    """Debian's python3-pymemcache."""
+    return debian_module('pymemcache.client.base', 'python3-pymemcache')
+
+
+def pylibmc():
+    """Debian's python3-pylibmc: libmemcached itself, for its ketama."""
+    return debian_module('pylibmc', 'python3-pylibmc')
 
 
 class Node:

@@ -6,25 +6,10 @@ itself through pylibmc, and with memccat on each node), a dead node's keys
 moving on the ring as a libmemcached client moves them.
 """
 
-import os
 import subprocess
-import sys
 
 from harness import Conn, CorralTestCase, build_request, need_tool, quote
-from mcnode import Node
-
-
-def pylibmc():
-    try:
-        import pylibmc as m
-    except ImportError:
-        sys.path.append('/usr/lib/python3/dist-packages')
-        try:
-            import pylibmc as m
-        except ImportError:
-            import unittest
-            raise unittest.SkipTest('python3-pylibmc is not installed')
-    return m
+from mcnode import Node, pylibmc
 
 
 class Cluster(CorralTestCase):

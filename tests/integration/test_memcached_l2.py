@@ -8,7 +8,6 @@ origin answers, not errors.
 """
 
 import os
-import shutil
 import subprocess
 import threading
 
