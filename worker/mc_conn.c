@@ -145,14 +145,24 @@ arm(struct mc_conn *c, bool write)
 	c->writing = write;
 }
 
+/*
+ * Between commands a connection may idle (idle_timeout, 0: for ever);
+ * within one (a line or a data block under way, a reservation held in
+ * the store) it must go on within body_timeout.
+ */
 static void
 touch_timer(struct mc_conn *c)
 {
-	int ms = worker.cf->memcached.idle_timeout_ms;
+	bool within = c->state == MC_DATA || c->state == MC_SWALLOW ||
+	    c->ipos < c->ilen;
+	int ms = within ? worker.cf->body_timeout_ms :
+	    worker.cf->memcached.idle_timeout_ms;
 	struct timeval tv = { ms / 1000, (ms % 1000) * 1000 };
 
-	if (c->timer != NULL)
+	if (ms > 0)
 		evtimer_add(c->timer, &tv);
+	else
+		evtimer_del(c->timer);
 }
 
 /* Copies data bytes into the pending value; true when it is complete. */
@@ -362,8 +372,12 @@ event_cb(evutil_socket_t fd, short what, void *arg)
 static void
 timer_cb(evutil_socket_t fd, short what, void *arg)
 {
-	log_info("memcached: closing an idle connection");
-	mc_close(arg);
+	struct mc_conn *c = arg;
+
+	log_info("memcached: closing a connection %s",
+	    c->state == MC_DATA || c->ipos < c->ilen ?
+	    "stalled in a command" : "idle too long");
+	mc_close(c);
 }
 
 static void
@@ -377,8 +391,7 @@ mc_close(struct mc_conn *c)
 	if (c->next != NULL)
 		c->next->prev = c->prev;
 	event_free(c->ev);
-	if (c->timer != NULL)
-		event_free(c->timer);
+	event_free(c->timer);
 	close(c->fd);
 	free(c->in);
 	free(c->out);
@@ -415,8 +428,13 @@ accept_cb(evutil_socket_t lfd, short what, void *arg)
 		/* Replies are small and come as the commands do: no Nagle
 		 * wait for them (memcached does the same). */
 		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-		if (worker.cf->memcached.idle_timeout_ms > 0)
-			c->timer = evtimer_new(worker.base, timer_cb, c);
+		if ((c->timer = evtimer_new(worker.base, timer_cb, c)) ==
+		    NULL) {
+			event_free(c->ev);
+			free(c);
+			close(fd);
+			continue;
+		}
 		c->fd = fd;
 		c->next = conns;
 		if (conns != NULL)

@@ -35,7 +35,8 @@ class Listener(CorralTestCase):
                 'allow_flush': True}
         conf.update(mc)
         return self.start(workers=workers, memcached=conf,
-                          cache={'size': Raw('64m')}, stats_file=stats_file)
+                          cache={'size': Raw('64m')}, stats_file=stats_file,
+                          body_timeout=Raw('1s'))
 
     def memcached(self, **kw):
         n = Node(**kw).start()
@@ -177,6 +178,21 @@ class Conformance(Listener):
             b'END\r\nVERSION '), out[:200])
         self.assertEqual(self.ask(b'set k 0 0 %d\r\n' % (100 * 1024) +
                                   big[:-1] + b'\r\n'), b'STORED\r\n')
+
+    def test_a_stalled_command_is_closed_and_idle_ones_kept(self):
+        self.corral(idle_timeout=0)
+        s = socket.create_connection(('127.0.0.1', self.mc_port))
+        self.addCleanup(s.close)
+        idle = socket.create_connection(('127.0.0.1', self.mc_port))
+        self.addCleanup(idle.close)
+        s.sendall(b'set k 0 0 100\r\n' + b'x' * 10)
+        s.settimeout(10)
+        t0 = time.monotonic()
+        self.assertEqual(s.recv(100), b'', 'closed at body_timeout')
+        self.assertGreater(time.monotonic() - t0, 0.5)
+        idle.sendall(b'get k\r\n')
+        idle.settimeout(5)
+        self.assertEqual(idle.recv(100), b'END\r\n')
 
     def test_flush_all_refused_unless_allowed(self):
         self.corral(allow_flush=False)
