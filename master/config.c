@@ -315,7 +315,7 @@ static cfg_opt_t opts[] = {
 	CFG_SEC("log_format", log_format_opts,
 	    CFGF_MULTI | CFGF_TITLE | CFGF_NO_TITLE_DUPES),
 	CFG_SEC("cache", cache_opts, CFGF_NONE),
-	CFG_SEC("tls", tls_opts, CFGF_NONE), \
+	CFG_SEC("tls", tls_opts, CFGF_NONE),
 	CFG_SEC("memcached", memcached_opts, CFGF_MULTI),
 	CFG_SEC("upstream", upstream_opts,
 	    CFGF_MULTI | CFGF_TITLE | CFGF_NO_TITLE_DUPES),
@@ -1989,7 +1989,8 @@ check(cfg_t *cfg)
 	if (!ld->failed)
 		check_log_formats(cfg);
 	if (!ld->failed)
-		check_tls(cfg); \
+		check_tls(cfg);
+	if (!ld->failed)
 		check_memcached(cfg);
 	return ld->failed ? -1 : 0;
 }
@@ -2544,7 +2545,7 @@ config_free(struct config *cf)
 	free_list(cf->gzip_types, cf->ngzip_types);
 	free(cf->cache.path);
 	free(cf->tls.ciphers);
-	free(cf->tls.ciphersuites); \
+	free(cf->tls.ciphersuites);
 	free(cf->memcached.listen);
 	free(cf);
 }

@@ -289,7 +289,7 @@ struct config {
 
 	struct config_cache cache;
 	struct config_tls tls;
-	bool any_tls;			/* some listen has "tls" */ \
+	bool any_tls;			/* some listen has "tls" */
 	struct config_memcached memcached;
 
 	struct config_log_format *log_formats;	/* built-in ones first */

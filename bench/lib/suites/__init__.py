@@ -7,8 +7,7 @@ load.Case (an empty list when it has nothing to measure yet).
 import importlib
 
 ORDER = ("static", "gzip", "proxy", "stampede", "fastcgi", "conns",
-         "accept", "tls", "store")
-ORDER = ("static", "proxy", "stampede", "fastcgi", "store", "memcached")
+         "accept", "tls", "store", "memcached")
 
 
 def load(name):
