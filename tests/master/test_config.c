@@ -1176,6 +1176,87 @@ Test(config, underscores_in_headers_per_server)
 	    "\tunderscores_in_headers = maybe\n}\n", 7, "");
 }
 
+/* memcached: the listener, a cluster upstream, l2 and the locations. */
+#define MC_UPSTREAM(proto, hash)					\
+	"upstream \"mc\" {\n\tservers = {\"127.0.0.1:11211\", "		\
+	"\"127.0.0.1:11212\"}\n\tprotocol = " proto "\n" hash "}\n"
+
+Test(config, memcached)
+{
+	struct config *cf = load_ok("memcached {\n"
+	    "\tlisten = {\"127.0.0.1:11311\", \"unix:/tmp/corral-mc.sock\"}\n"
+	    "\tmax_item = 64k\n\tallow_flush = on\n}\n"
+	    MC_UPSTREAM("memcached", "\thash = ketama\n")
+	    "cache {\n\tl2 = \"mc\"\n\tl2_timeout = 50ms\n}\n"
+	    "server {\n\troot = htdocs\n"
+	    "\tlocation \"/pages/\" {\n\t\tmemcached = \"mc\"\n"
+	    "\t\tmemcached_key = \"$request_uri\"\n\t}\n"
+	    "\tlocation \"/articles/\" {\n\t\tmemcached_key = \"$uri\"\n"
+	    "\t\tmemcached_gzip_flag = 2\n\t}\n}\n");
+	const struct config_memcached *m = &cf->memcached;
+	const struct config_location *l;
+
+	cr_assert_eq(m->nlisten, 2);
+	cr_expect_str_eq(m->listen[0].text, "127.0.0.1:11311");
+	cr_expect_eq(m->listen[0].addr.ss_family, AF_INET);
+	cr_expect_eq(m->listen[1].addr.ss_family, AF_UNIX);
+	cr_expect_eq(m->max_item, 64 * 1024);
+	cr_expect(m->allow_flush);
+	cr_expect_eq(cf->upstreams[0].protocol, PROTO_MEMCACHED);
+	cr_expect_eq(cf->upstreams[0].hash, HASH_KETAMA);
+	cr_expect_eq(cf->cache.l2, 0);
+	cr_expect_eq(cf->cache.l2_timeout_ms, 50);
+	l = &cf->servers[0].locations[0];
+	cr_assert_str_eq(l->prefix, "/articles/");	/* longest first */
+	cr_expect(l->memcached_local);
+	cr_expect_not(l->memcached_request_uri);
+	cr_expect_eq(l->memcached_gzip_flag, 2);
+	l = &cf->servers[0].locations[1];
+	cr_expect_not(l->memcached_local);
+	cr_expect(l->memcached_request_uri);
+	cr_expect_eq(l->upstream, 0);
+	config_free(cf);
+
+	/* No section: no listener; l2 off. */
+	cf = load_ok(SERVER);
+	cr_expect_eq(cf->memcached.nlisten, 0);
+	cr_expect_lt(cf->cache.l2, 0);
+	config_free(cf);
+}
+
+Test(config, memcached_errors)
+{
+	expect_error("memcached {\n\tlisten = {\"udp:127.0.0.1:11211\"}\n}\n"
+	    SERVER, 2, "invalid memcached listen \"udp:127.0.0.1:11211\"");
+	expect_error("memcached {\n}\nmemcached {\n}\n" SERVER, 4,
+	    "only one memcached section is allowed");
+	expect_error("memcached {\n\tlisten = {}\n}\n" SERVER, 3,
+	    "memcached listen needs at least one address");
+	expect_error("memcached {\n\tmax_item = 2g\n}\n" SERVER, 2,
+	    "max_item");
+	expect_error(MC_UPSTREAM("http", "\thash = ketama\n") SERVER, 5,
+	    "hash = ketama needs protocol = memcached");
+	expect_error(MC_UPSTREAM("memcached", "\thash = modula\n") SERVER, 4,
+	    "unknown hash \"modula\" (ketama or round_robin)");
+	expect_error(MC_UPSTREAM("http", "")
+	    "server {\n\troot = htdocs\n"
+	    "\tlocation \"/\" {\n\t\tmemcached = \"mc\"\n\t}\n}\n", 8,
+	    "memcached \"mc\": that upstream's protocol is not memcached");
+	expect_error("server {\n\troot = htdocs\n"
+	    "\tlocation \"/\" {\n\t\tmemcached = \"none\"\n\t}\n}\n", 4,
+	    "memcached \"none\": no upstream has that name");
+	expect_error("server {\n\troot = htdocs\n"
+	    "\tlocation \"/\" {\n\t\tmemcached_key = \"$host\"\n\t}\n}\n",
+	    4, "memcached_key \"$host\": $uri or $request_uri");
+	expect_error(MC_UPSTREAM("http", "")
+	    "cache {\n\tl2 = \"mc\"\n}\n" SERVER, 7,
+	    "cache l2 \"mc\": that upstream's protocol is not memcached");
+	expect_error("cache {\n\tl2 = \"none\"\n}\n" SERVER, 3,
+	    "cache l2 \"none\": no upstream has that name");
+	expect_error("cache {\n\tsize = 0\n}\nmemcached {\n}\n" SERVER, 5,
+	    "memcached keeps its items in the cache");
+}
+
 /* FastCGI: the upstream's protocol, the location's fastcgi and params. */
 #define PHP_UPSTREAM(proto)						\
 	"upstream \"php\" {\n\tservers = {\"unix:/run/php.sock\"}\n"	\
@@ -1237,7 +1318,7 @@ Test(config, fastcgi_defaults)
 Test(config, fastcgi_errors)
 {
 	expect_error(PHP_UPSTREAM("gopher") SERVER, 3,
-	    "unknown protocol \"gopher\" (http or fastcgi)");
+	    "unknown protocol \"gopher\" (http, fastcgi or memcached)");
 	expect_error(PHP_UPSTREAM("fastcgi")
 	    "server {\n\troot = htdocs\n"
 	    "\tlocation \"/\" {\n\t\tproxy = \"php\"\n\t}\n}\n", 8,
@@ -1254,7 +1335,7 @@ Test(config, fastcgi_errors)
 	expect_error(PHP_UPSTREAM("fastcgi")
 	    "server {\n\troot = htdocs\n\tlocation \"/\" {\n"
 	    "\t\tfastcgi = \"php\"\n\t\tproxy = \"php\"\n\t}\n}\n", 9,
-	    "proxy or fastcgi, not both");
+	    "a location has one of proxy, fastcgi and memcached");
 	expect_error(PHP_UPSTREAM("fastcgi")
 	    "server {\n\troot = htdocs\n\tlocation \"/\" {\n"
 	    "\t\tfastcgi = \"php\"\n\t\tfastcgi_param = {\"BAD-NAME x\"}\n"
