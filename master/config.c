@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include "master/config.h"
+#include "master/config_impl.h"
 #include "master/log.h"
 #include "worker/log_format.h"
 
@@ -42,8 +43,6 @@
 #define MIN		(60 * SEC)
 #define HOUR		(60 * MIN)
 #define DAY		(24 * HOUR)
-
-#define nitems(a)	(sizeof(a) / sizeof((a)[0]))
 
 #define WORKERS_AUTO	(-1)
 #define WORKERS_MAX	1024
@@ -147,6 +146,11 @@ static int join_path(char *, size_t, const char *, const char *);
 static int cb_stale(cfg_t *, cfg_opt_t *, const char *, void *);
 static int cb_valid(cfg_t *, cfg_opt_t *, const char *, void *);
 static int cb_purge(cfg_t *, cfg_opt_t *, const char *, void *);
+static int cb_alias(cfg_t *, cfg_opt_t *, const char *, void *);
+static bool overlap(const struct config_listen *, const struct config_listen *);
+static void check_listen(cfg_t *);
+static void build_listen(cfg_t *, struct config *);
+
 static int cb_protocol(cfg_t *, cfg_opt_t *, const char *, void *);
 
 static int cb_tls_protocol(cfg_t *, cfg_opt_t *, const char *, void *);
@@ -181,6 +185,10 @@ static cfg_opt_t location_opts[] = {
 	CFG_BOOL("status", cfg_false, CFGF_NONE),
 	CFG_STR_LIST_CB("status_allow", "{127.0.0.1, ::1}", CFGF_NONE,
 	    cb_purge),
+	CFG_STR_CB("root", NULL, CFGF_NODEFAULT, cb_root),
+	CFG_STR_CB("alias", NULL, CFGF_NODEFAULT, cb_alias),
+	CFG_STR_LIST_CB("index", NULL, CFGF_NODEFAULT, cb_index),
+	SITE_SCOPE_OPTS,
 	CFG_END()
 };
 
@@ -193,6 +201,8 @@ static cfg_opt_t server_opts[] = {
 	CFG_BOOL("underscores_in_headers", cfg_false, CFGF_NONE),
 	CFG_SEC("location", location_opts,
 	    CFGF_MULTI | CFGF_TITLE | CFGF_NO_TITLE_DUPES),
+	CFG_PTR_LIST_CB("listen", NULL, CFGF_NODEFAULT, cb_listen, free),
+	SITE_SCOPE_OPTS,
 	CFG_STR("tls_certificate", NULL, CFGF_NODEFAULT),
 	CFG_STR("tls_certificate_key", NULL, CFGF_NODEFAULT),
 	CFG_END()
@@ -295,7 +305,7 @@ static cfg_opt_t opts[] = {
 	    cb_real_ip_header),
 	CFG_BOOL("real_ip_recursive", cfg_false, CFGF_NONE),
 	CFG_BOOL("sendfile", cfg_true, CFGF_NONE),
-	CFG_STR("mime_types", "mime.types", CFGF_NONE),
+	CFG_STR("mime_types", "builtin", CFGF_NONE),
 	CFG_STR("default_type", "application/octet-stream", CFGF_NONE),
 	CFG_INT_CB("max_ranges", 16, CFGF_NONE, cb_count),
 	CFG_BOOL("gzip", cfg_false, CFGF_NONE),
@@ -320,65 +330,44 @@ static cfg_opt_t opts[] = {
 	CFG_SEC("upstream", upstream_opts,
 	    CFGF_MULTI | CFGF_TITLE | CFGF_NO_TITLE_DUPES),
 	CFG_SEC("server", server_opts, CFGF_MULTI),
+	CFG_SEC("limit_zone", site_limit_zone_opts,
+	    CFGF_MULTI | CFGF_TITLE | CFGF_NO_TITLE_DUPES),
 	CFG_END()
 };
 
 #define NOPTS	nitems(opts)
+_Static_assert(NOPTS <= OPTS_MAX, "loader.line is too small");
 
-/*
- * State of one config_load().  libconfuse callbacks carry no user pointer,
- * hence the file-scope pointer; like libconfuse itself, loading is not
- * thread-safe.
- */
-struct loader {
-	const char *path;		/* as the caller wrote it */
-	char *err;
-	size_t errlen;
-	bool failed;			/* keep the first error only */
-	bool oom;
-	cfg_t *cfg;
-	char dir[PATH_MAX];		/* real path of the config's folder */
-	char file[PATH_MAX];
-	char tmp[PATH_MAX];
-	char result[PATH_MAX];		/* value handed back to libconfuse */
-	int line[NOPTS];		/* where each global option was set */
-	struct {
-		cfg_t *sec;		/* an option of a section */
-		const char *name;
-		int line;
-	} sec_lines[256];
-	size_t nsec_lines;
-	struct {
-		cfg_t *sec;		/* a location section */
-		int line;		/* where its proxy was set */
-	} proxy_lines[64];
-	size_t nproxy_lines;
-	struct tls_lines {
-		cfg_t *sec;		/* a server or the tls section */
-		int cert, key;		/* where tls_certificate(_key) or
-					   ciphers(uites) were set */
-	} *tls_lines;
-	size_t ntls_lines;
-	int tls_listen_line;		/* the first listen with "tls" */
-	int cache_line;			/* see struct config_cache */
-	int mc_line;			/* the memcached section's end */
-	int mc_max_item_line;
-};
+struct loader *ld;
 
-static struct loader *ld;
+/* The file and line of a line of the expanded text (see include_expand). */
+static const char *
+source_of(int line, int *src)
+{
+	const struct config_src *m;
+
+	*src = line;
+	if (line <= 0 || (size_t)line > ld->nmap)
+		return ld->path;
+	m = &ld->map[line - 1];
+	*src = m->line;
+	return m->file == 0 ? ld->path : ld->files[m->file];
+}
 
 static void
-vfail(const char *file, int line, const char *fmt, va_list ap)
+vfail(int line, const char *fmt, va_list ap)
 {
-	int n;
+	const char *file;
+	int n, src;
 
 	if (ld->failed)
 		return;
 	ld->failed = true;
 	if (ld->errlen == 0)
 		return;
-	if (line > 0)
-		n = snprintf(ld->err, ld->errlen, "%s:%d: ", file, line);
+	file = source_of(line, &src);
+	if (src > 0)
+		n = snprintf(ld->err, ld->errlen, "%s:%d: ", file, src);
 	else
 		n = snprintf(ld->err, ld->errlen, "%s: ", file);
 	if (n >= 0 && (size_t)n < ld->errlen)
@@ -386,21 +375,38 @@ vfail(const char *file, int line, const char *fmt, va_list ap)
 }
 
 /* Errors found after parsing, formatted like libconfuse's own. */
-static void __attribute__((format(printf, 2, 3)))
+void
 fail(int line, const char *fmt, ...)
 {
 	va_list ap;
 
 	va_start(ap, fmt);
-	vfail(ld->path, line, fmt, ap);
+	vfail(line, fmt, ap);
 	va_end(ap);
+}
+
+void
+warn_at(int line, const char *fmt, ...)
+{
+	char msg[1024];
+	const char *file;
+	va_list ap;
+	int src;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	file = source_of(line, &src);
+	if (src > 0)
+		log_warn("%s:%d: %s", file, src, msg);
+	else
+		log_warn("%s: %s", file, msg);
 }
 
 static void
 on_cfg_error(cfg_t *cfg, const char *fmt, va_list ap)
 {
-	/* Sections have no file name of their own. */
-	vfail(cfg->filename ? cfg->filename : ld->path, cfg->line, fmt, ap);
+	vfail(cfg->line, fmt, ap);
 }
 
 /* Digits and one suffix from tab; anything else is an error. */
@@ -426,6 +432,18 @@ parse_scaled(const char *s, const struct suffix *tab, uint64_t *out)
 		return 0;
 	}
 	return -1;
+}
+
+int
+parse_scaled_size(const char *s, uint64_t *out)
+{
+	return parse_scaled(s, size_suffixes, out);
+}
+
+int
+parse_scaled_time(const char *s, uint64_t *out)
+{
+	return parse_scaled(s, time_suffixes, out);
 }
 
 int
@@ -604,10 +622,10 @@ parse_listen(const char *s, struct config_listen *l)
 static int
 cb_listen(cfg_t *cfg, cfg_opt_t *opt, const char *value, void *result)
 {
+	const char *why = NULL, *sp = strchr(value, ' '), *w;
 	struct config_listen *l;
-	const char *why = NULL, *sp = strchr(value, ' ');
 	char addr[sizeof(l->text)];
-	size_t n = sp ? (size_t)(sp - value) : strlen(value);
+	size_t n = sp ? (size_t)(sp - value) : strlen(value), wl;
 
 	if ((l = calloc(1, sizeof(*l))) == NULL) {
 		cfg_error(cfg, "out of memory");
@@ -620,16 +638,29 @@ cb_listen(cfg_t *cfg, cfg_opt_t *opt, const char *value, void *result)
 		addr[n] = '\0';
 		why = parse_listen(addr, l);
 	}
-	if (why == NULL && sp != NULL) {
-		sp += strspn(sp, " ");
-		if (strcmp(sp, "tls") != 0 && strcmp(sp, "ssl") != 0)
-			why = "the only option is \"tls\"";
-		l->tls = true;
-		if (ld->tls_listen_line == 0)
-			ld->tls_listen_line = cfg->line;
+	/* Options after the address, as nginx's listen has them. */
+	for (w = sp; why == NULL && w != NULL && *w != '\0'; w += wl) {
+		w += strspn(w, " ");
+		wl = strcspn(w, " ");
+		if (wl == 0)
+			break;
+		if ((wl == 3 && strncmp(w, "tls", 3) == 0) ||
+		    (wl == 3 && strncmp(w, "ssl", 3) == 0)) {
+			l->tls = true;
+			if (ld->tls_listen_line == 0)
+				ld->tls_listen_line = cfg->line;
+		} else if (wl == 14 && strncmp(w, "default_server", 14) == 0)
+			l->default_server = true;
+		else
+			why = "the options are \"tls\" and \"default_server\"";
 	}
 	if (why != NULL) {
 		cfg_error(cfg, "invalid listen address \"%s\": %s", value, why);
+		free(l);
+		return -1;
+	}
+	if (l->default_server && cfg == ld->cfg) {
+		cfg_error(cfg, "default_server belongs in a server's listen");
 		free(l);
 		return -1;
 	}
@@ -820,7 +851,7 @@ cb_server_name(cfg_t *cfg, cfg_opt_t *opt, const char *value, void *result)
 	return 0;
 }
 
-static int
+int
 join_path(char *buf, size_t len, const char *dir, const char *name)
 {
 	int n;
@@ -834,29 +865,77 @@ join_path(char *buf, size_t len, const char *dir, const char *name)
 	return n < 0 || (size_t)n >= len ? -1 : 0;
 }
 
-/* Stores the real path, so the workers never look at the config's folder. */
+/*
+ * Stores the real path of a folder, so the workers never look at the
+ * config's folder.  rest (may be empty) is kept after it as written.
+ */
 static int
-cb_root(cfg_t *cfg, cfg_opt_t *opt, const char *value, void *result)
+check_dir(cfg_t *cfg, const char *what, const char *value, size_t n,
+    const char *rest)
 {
 	struct stat st;
+	char path[PATH_MAX];
 
-	if (value[0] == '\0') {
-		cfg_error(cfg, "root must not be empty");
+	if (n == 0 || n >= sizeof(path)) {
+		cfg_error(cfg, "%s must not be empty", what);
 		return -1;
 	}
-	if (join_path(ld->tmp, sizeof(ld->tmp), ld->dir, value) == -1) {
-		cfg_error(cfg, "root \"%s\": path too long", value);
+	memcpy(path, value, n);
+	path[n] = '\0';
+	if (join_path(ld->tmp, sizeof(ld->tmp), ld->dir, path) == -1) {
+		cfg_error(cfg, "%s \"%s\": path too long", what, value);
 		return -1;
 	}
 	if (realpath(ld->tmp, ld->result) == NULL ||
 	    stat(ld->result, &st) == -1) {
-		cfg_error(cfg, "root \"%s\": %s", ld->tmp, strerror(errno));
+		cfg_error(cfg, "%s \"%s\": %s", what, ld->tmp, strerror(errno));
 		return -1;
 	}
 	if (!S_ISDIR(st.st_mode)) {
-		cfg_error(cfg, "root \"%s\" is not a directory", ld->tmp);
+		cfg_error(cfg, "%s \"%s\" is not a directory", what, ld->tmp);
 		return -1;
 	}
+	if (strlen(ld->result) + strlen(rest) >= sizeof(ld->result)) {
+		cfg_error(cfg, "%s \"%s\": path too long", what, value);
+		return -1;
+	}
+	strcat(ld->result, rest);
+	return 0;
+}
+
+static int
+cb_root(cfg_t *cfg, cfg_opt_t *opt, const char *value, void *result)
+{
+	if (check_dir(cfg, "root", value, strlen(value), "") == -1)
+		return -1;
+	*(const char **)result = ld->result;
+	return 0;
+}
+
+/*
+ * An alias is a folder; in a regex location it may use captures after a
+ * fixed folder ("/srv/img/$1"), which is then what the request cannot
+ * leave.
+ */
+static int
+cb_alias(cfg_t *cfg, cfg_opt_t *opt, const char *value, void *result)
+{
+	const char *dollar = strchr(value, '$'), *slash;
+	size_t n = strlen(value);
+
+	if (dollar != NULL) {
+		for (slash = dollar; slash > value && *slash != '/'; slash--)
+			;
+		if (*slash != '/') {
+			cfg_error(cfg, "alias \"%s\": a folder must come "
+			    "before the first variable", value);
+			return -1;
+		}
+		n = (size_t)(slash - value);
+		if (check_dir(cfg, "alias", value, n ? n : 1, slash) == -1)
+			return -1;
+	} else if (check_dir(cfg, "alias", value, n, "") == -1)
+		return -1;
 	*(const char **)result = ld->result;
 	return 0;
 }
@@ -1176,6 +1255,34 @@ cb_purge(cfg_t *cfg, cfg_opt_t *opt, const char *value, void *result)
 	return 0;
 }
 
+void
+opt_line_note(cfg_t *sec, const char *name, int line)
+{
+	size_t i;
+
+	for (i = 0; i < ld->nopt_lines; i++)
+		if (ld->opt_lines[i].sec == sec &&
+		    strcmp(ld->opt_lines[i].name, name) == 0)
+			break;
+	if (i == nitems(ld->opt_lines))
+		return;
+	ld->opt_lines[i].sec = sec;
+	ld->opt_lines[i].name = name;
+	ld->opt_lines[i].line = line;
+	if (i == ld->nopt_lines)
+		ld->nopt_lines++;
+}
+
+int
+opt_line(cfg_t *sec, const char *name)
+{
+	for (size_t i = 0; i < ld->nopt_lines; i++)
+		if (ld->opt_lines[i].sec == sec &&
+		    strcmp(ld->opt_lines[i].name, name) == 0)
+			return ld->opt_lines[i].line;
+	return 0;
+}
+
 /*
  * Remembers where an option was set, for checks made after parsing and
  * for the master's errors about the files an option names.
@@ -1183,29 +1290,12 @@ cb_purge(cfg_t *cfg, cfg_opt_t *opt, const char *value, void *result)
 static void
 note_line(cfg_t *cfg, cfg_opt_t *opt)
 {
-	size_t n = ld->nsec_lines;
-
 	if (cfg == ld->cfg && opt >= cfg->opts && opt < cfg->opts + NOPTS) {
 		ld->line[opt - cfg->opts] = cfg->line;
 		return;
 	}
-	if (cfg == ld->cfg || n == nitems(ld->sec_lines))
-		return;
-	ld->sec_lines[n].sec = cfg;
-	ld->sec_lines[n].name = opt->name;
-	ld->sec_lines[n].line = cfg->line;
-	ld->nsec_lines++;
-}
-
-/* Where an option of a section was set; 0 when it was not. */
-static int
-sec_line(cfg_t *sec, const char *name)
-{
-	for (size_t i = ld->nsec_lines; i-- > 0; )
-		if (ld->sec_lines[i].sec == sec &&
-		    strcmp(ld->sec_lines[i].name, name) == 0)
-			return ld->sec_lines[i].line;
-	return 0;
+	if (cfg != ld->cfg)
+		opt_line_note(cfg, opt->name, cfg->line);
 }
 
 static int
@@ -1382,6 +1472,29 @@ has_name(cfg_t *sec, const char *name, unsigned int before)
 	return false;
 }
 
+/* A server without listen of its own uses the global list. */
+static cfg_opt_t *
+listen_of(cfg_t *sec)
+{
+	return cfg_getopt(cfg_size(sec, "listen") > 0 ? sec : ld->cfg,
+	    "listen");
+}
+
+/* Whether two servers have an address in common (names must differ). */
+static bool
+share_listen(cfg_t *a, cfg_t *b)
+{
+	cfg_opt_t *la = listen_of(a), *lb = listen_of(b);
+	unsigned int i, j;
+
+	for (i = 0; i < cfg_opt_size(la); i++)
+		for (j = 0; j < cfg_opt_size(lb); j++)
+			if (same_address(cfg_opt_getnptr(la, i),
+			    cfg_opt_getnptr(lb, j)))
+				return true;
+	return false;
+}
+
 /*
  * Runs when a server section closes (cfg->line is its closing brace), so
  * that defaulted names are checked too.
@@ -1406,7 +1519,8 @@ validate_server(cfg_t *cfg, cfg_opt_t *opt)
 		}
 		for (j = 0; j + 1 < n; j++) {
 			prev = cfg_opt_getnsec(opt, j);
-			if (!has_name(prev, name, cfg_size(prev, "names")))
+			if (!has_name(prev, name, cfg_size(prev, "names")) ||
+			    !share_listen(sec, prev))
 				continue;
 			cfg_error(cfg, "server name \"%s\" is already used by "
 			    "the server section ending on line %d", name,
@@ -1479,24 +1593,6 @@ validate_log_format(cfg_t *cfg, cfg_opt_t *opt)
 		return -1;
 	}
 	log_format_free(f);
-	return 0;
-}
-
-static int
-validate_location(cfg_t *cfg, cfg_opt_t *opt)
-{
-	cfg_t *sec = cfg_opt_getnsec(opt, cfg_opt_size(opt) - 1);
-
-	if (cfg_title(sec)[0] != '/') {
-		cfg_error(cfg, "location \"%s\" must start with '/'",
-		    cfg_title(sec));
-		return -1;
-	}
-	if (cfg_getbool(sec, "status") && cfg_getstr(sec, "proxy") != NULL) {
-		cfg_error(cfg, "location \"%s\" ending here has both proxy "
-		    "and status; it can be one of them", cfg_title(sec));
-		return -1;
-	}
 	return 0;
 }
 
@@ -1574,7 +1670,6 @@ static const struct {
 	{ "tls|ciphersuites",	validate_tls_line },
 	{ "upstream",		validate_upstream },
 	{ "log_format",		validate_log_format },
-	{ "server|location",	validate_location },
 	{ "server|location|proxy", validate_proxy },
 	{ "server|location|fastcgi", validate_proxy },
 	{ "server|location|memcached", validate_proxy },
@@ -1585,6 +1680,7 @@ static const struct {
 	{ "user",		validate_nonempty },
 	{ "group",		validate_nonempty },
 	{ "listen",		validate_listen },
+	{ "server|listen",	validate_listen },
 	{ "mime_types",		validate_nonempty },
 	{ "default_type",	validate_mime_type },
 	{ "gzip_types",		validate_mime_types },
@@ -1609,104 +1705,7 @@ set_validators(cfg_t *cfg)
 	for (i = 0; i < nitems(validators); i++)
 		cfg_set_validate_func(cfg, validators[i].name,
 		    validators[i].fn);
-}
-
-/*
- * libconfuse 3.3 counts two lines too many for each '#' or '//' comment
- * and one for each block comment, rejects comments inside lists, and takes
- * the end of the file as the end of an open section.  So the text is handed
- * over with its comments blanked out (newlines stay, and with them true
- * line numbers) after its braces are checked.  As in libconfuse's lexer, a
- * comment starts only where a token may start.  Returns the line of a
- * problem and sets why, or returns 0.
- */
-static int
-prepare_text(char *s, size_t len, const char **why)
-{
-	char *end = s + len, *p = s, quote;
-	int line = 1, start, brace = 0, depth = 0;
-
-	while (p < end) {
-		if (*p == '"' || *p == '\'') {
-			for (quote = *p++; p < end && *p != quote; p++) {
-				if (*p == '\\' && p + 1 < end)
-					p++;
-				line += *p == '\n';
-			}
-			if (p < end)
-				p++;
-		} else if (*p == '#' || (*p == '/' && p + 1 < end &&
-		    p[1] == '/')) {
-			while (p < end && *p != '\n')
-				*p++ = ' ';
-		} else if (*p == '/' && p + 1 < end && p[1] == '*') {
-			start = line;
-			p[0] = p[1] = ' ';
-			for (p += 2; p + 1 < end; p++) {
-				if (p[0] == '*' && p[1] == '/')
-					break;
-				if (*p == '\n')
-					line++;
-				else
-					*p = ' ';
-			}
-			if (p + 1 >= end) {
-				*why = "unterminated /* comment";
-				return start;
-			}
-			p[0] = p[1] = ' ';
-			p += 2;
-		} else if (strchr(" \t\r\n={}()+,*", *p) != NULL) {
-			if (*p == '{' && depth++ == 0)
-				brace = line;
-			else if (*p == '}' && depth > 0)
-				depth--;
-			line += *p++ == '\n';
-		} else {
-			while (p < end &&
-			    strchr(" \t\r\n#\"'={}()+,*", *p) == NULL)
-				p++;
-		}
-	}
-	if (depth > 0) {
-		*why = "this '{' is never closed";
-		return brace;
-	}
-	return 0;
-}
-
-static char *
-read_text(const char *path, size_t *lenp)
-{
-	FILE *fp;
-	char *buf = NULL, *nbuf;
-	size_t len = 0, size = 0, n;
-	int saved;
-
-	if ((fp = fopen(path, "r")) == NULL)
-		return NULL;
-	for (;;) {
-		if (len == size) {
-			size = size ? size * 2 : 8192;
-			if ((nbuf = realloc(buf, size)) == NULL)
-				goto fail;
-			buf = nbuf;
-		}
-		if ((n = fread(buf + len, 1, size - len, fp)) == 0)
-			break;
-		len += n;
-	}
-	if (ferror(fp))
-		goto fail;
-	fclose(fp);
-	*lenp = len;
-	return buf;
-fail:
-	saved = errno;
-	free(buf);
-	fclose(fp);
-	errno = saved;
-	return NULL;
+	site_set_validators(cfg);
 }
 
 /* Finds the config's folder: relative paths in the file are taken from it. */
@@ -1751,21 +1750,13 @@ locate(const char *path)
 static int
 parse(cfg_t *cfg)
 {
-	const char *why;
 	char *text;
 	size_t len;
 	FILE *fp;
-	int line, rc;
+	int rc;
 
-	if ((text = read_text(ld->path, &len)) == NULL) {
-		fail(0, "%s", strerror(errno));
+	if ((text = include_expand(ld->path, &len)) == NULL)
 		return -1;
-	}
-	if ((line = prepare_text(text, len, &why)) > 0) {
-		fail(line, "%s", why);
-		free(text);
-		return -1;
-	}
 	if (len == 0)
 		rc = CFG_SUCCESS;
 	else if ((fp = fmemopen(text, len, "r")) == NULL)
@@ -1992,10 +1983,177 @@ check(cfg_t *cfg)
 		check_tls(cfg);
 	if (!ld->failed)
 		check_memcached(cfg);
+	if (!ld->failed)
+		site_check(cfg);
+	if (!ld->failed)
+		check_listen(cfg);
 	return ld->failed ? -1 : 0;
 }
 
-static char *
+/* Index of l in cf->listen, added when new; -1 when memory ran out. */
+static int
+listen_add(struct config *cf, const struct config_listen *l, size_t max)
+{
+	size_t i;
+
+	for (i = 0; i < cf->nlisten; i++)
+		if (same_address(&cf->listen[i], l))
+			return (int)i;
+	if (cf->nlisten == max)
+		return -1;
+	cf->listen[cf->nlisten] = *l;
+	cf->listen[cf->nlisten].default_server = false;
+	return (int)cf->nlisten++;
+}
+
+/* The default server of listen k: the one that says default_server
+ * there, else the first that listens there. */
+static void
+choose_default(cfg_t *cfg, struct config *cf, size_t k)
+{
+	struct config_server *s, *first = NULL, *chosen = NULL;
+	const struct config_listen *l;
+	cfg_opt_t *o;
+	size_t i, j;
+
+	for (i = 0; i < cf->nservers; i++) {
+		s = &cf->servers[i];
+		o = listen_of(cfg_getnsec(cfg, "server", (unsigned)i));
+		for (j = 0; j < s->nlisten; j++) {
+			if (s->listen[j] != k)
+				continue;
+			if (first == NULL)
+				first = s;
+			l = cfg_opt_getnptr(o, (unsigned)j);
+			if (l->default_server && chosen == NULL)
+				chosen = s;
+		}
+	}
+	if (chosen == NULL)
+		chosen = first;
+	if (chosen != NULL)
+		chosen->default_for[k] = true;
+}
+
+/*
+ * Every address any server listens on, once; a server without listen has
+ * the global list.
+ */
+static void
+build_listen(cfg_t *cfg, struct config *cf)
+{
+	struct config_server *s;
+	cfg_opt_t *o;
+	size_t i, j, max = 0;
+	int k;
+
+	for (i = 0; i < cf->nservers; i++)
+		max += cfg_opt_size(listen_of(cfg_getnsec(cfg, "server",
+		    (unsigned)i)));
+	if (cf->servers == NULL ||
+	    (cf->listen = calloc(max, sizeof(*cf->listen))) == NULL) {
+		ld->oom = true;
+		return;
+	}
+	for (i = 0; i < cf->nservers; i++) {
+		s = &cf->servers[i];
+		o = listen_of(cfg_getnsec(cfg, "server", (unsigned)i));
+		s->nlisten = cfg_opt_size(o);
+		s->listen = calloc(s->nlisten, sizeof(*s->listen));
+		if (s->listen == NULL) {
+			ld->oom = true;
+			return;
+		}
+		for (j = 0; j < s->nlisten; j++) {
+			k = listen_add(cf, cfg_opt_getnptr(o, (unsigned)j), max);
+			if (k < 0) {
+				ld->oom = true;
+				return;
+			}
+			s->listen[j] = (size_t)k;
+		}
+	}
+	for (i = 0; i < cf->nservers; i++) {
+		s = &cf->servers[i];
+		if ((s->default_for = calloc(max, sizeof(bool))) == NULL) {
+			ld->oom = true;
+			return;
+		}
+	}
+	for (i = 0; i < cf->nlisten; i++)
+		choose_default(cfg, cf, i);
+}
+
+/* One pair of listen entries: a is server si's, b an earlier one. */
+static bool
+check_listen_pair(cfg_t *si, const struct config_listen *a,
+    const struct config_listen *b, bool same_server)
+{
+	if (same_address(a, b) && a->default_server && b->default_server &&
+	    !same_server) {
+		fail(si->line, "listen \"%s\": two servers are its "
+		    "default_server", a->text);
+		return false;
+	}
+	if (!same_address(a, b) && overlap(a, b)) {
+		fail(si->line, "listen \"%s\" and \"%s\" cannot both be bound "
+		    "(a wildcard and an address on the same port); list the "
+		    "same address in both servers", a->text, b->text);
+		return false;
+	}
+	return true;
+}
+
+/*
+ * Addresses every server listens on: one default_server each, and no
+ * wildcard beside a specific address on the same port.
+ */
+static void
+check_listen(cfg_t *cfg)
+{
+	cfg_opt_t *o, *p;
+	unsigned int i, j, x, y;
+	cfg_t *si;
+
+	for (i = 0; i < cfg_size(cfg, "server"); i++) {
+		si = cfg_getnsec(cfg, "server", i);
+		o = listen_of(si);
+		for (x = 0; x < cfg_opt_size(o); x++)
+			for (j = 0; j <= i; j++) {
+				p = listen_of(cfg_getnsec(cfg, "server", j));
+				for (y = 0; y < cfg_opt_size(p); y++) {
+					if (j == i && y >= x)
+						break;
+					if (!check_listen_pair(si,
+					    cfg_opt_getnptr(o, x),
+					    cfg_opt_getnptr(p, y), j == i))
+						return;
+				}
+			}
+	}
+}
+
+/* Same family and port, and one of them is the wildcard address. */
+static bool
+overlap(const struct config_listen *a, const struct config_listen *b)
+{
+	const struct sockaddr_in *a4 = (const struct sockaddr_in *)&a->addr;
+	const struct sockaddr_in *b4 = (const struct sockaddr_in *)&b->addr;
+	const struct sockaddr_in6 *a6 = (const struct sockaddr_in6 *)&a->addr;
+	const struct sockaddr_in6 *b6 = (const struct sockaddr_in6 *)&b->addr;
+
+	if (a->addr.ss_family != b->addr.ss_family)
+		return false;
+	if (a->addr.ss_family == AF_INET)
+		return a4->sin_port == b4->sin_port &&
+		    (a4->sin_addr.s_addr == INADDR_ANY ||
+		    b4->sin_addr.s_addr == INADDR_ANY);
+	return a6->sin6_port == b6->sin6_port &&
+	    (IN6_IS_ADDR_UNSPECIFIED(&a6->sin6_addr) ||
+	    IN6_IS_ADDR_UNSPECIFIED(&b6->sin6_addr));
+}
+
+char *
 copy(const char *s)
 {
 	char *d;
@@ -2060,15 +2218,6 @@ copy_list(cfg_t *sec, const char *name, size_t *np)
 	for (*np = n, i = 0; i < n; i++)
 		v[i] = copy(cfg_getnstr(sec, name, i));
 	return v;
-}
-
-static int
-location_cmp(const void *a, const void *b)
-{
-	const struct config_location *x = a, *y = b;
-
-	return x->prefix_len < y->prefix_len ? 1 :
-	    x->prefix_len > y->prefix_len ? -1 : 0;
 }
 
 static void
@@ -2162,7 +2311,7 @@ free_fastcgi(struct config_fastcgi *f)
 	free(f);
 }
 
-/* Kept longest prefix first, so the first match is the longest. */
+/* In the order written: regex locations are tried in that order. */
 static void
 build_locations(cfg_t *sec, struct config_server *s)
 {
@@ -2181,8 +2330,6 @@ build_locations(cfg_t *sec, struct config_server *s)
 	for (i = 0; i < n; i++) {
 		ls = cfg_getnsec(sec, "location", i);
 		l = &s->locations[i];
-		l->prefix = copy(cfg_title(ls));
-		l->prefix_len = l->prefix ? strlen(l->prefix) : 0;
 		proxy = cfg_getstr(ls, "proxy");
 		if (proxy == NULL)
 			proxy = cfg_getstr(ls, "fastcgi");
@@ -2201,7 +2348,6 @@ build_locations(cfg_t *sec, struct config_server *s)
 		if (cfg_getstr(ls, "proxy_path") != NULL)
 			l->proxy_path = copy(cfg_getstr(ls, "proxy_path"));
 	}
-	qsort(s->locations, n, sizeof(*s->locations), location_cmp);
 }
 
 static void
@@ -2236,7 +2382,7 @@ build_upstream(cfg_t *sec, struct config_upstream *u)
 }
 
 static void
-build_server(cfg_t *sec, struct config_server *s)
+build_server(cfg_t *sec, struct config *cf, struct config_server *s)
 {
 	struct tls_lines *t;
 
@@ -2247,8 +2393,10 @@ build_server(cfg_t *sec, struct config_server *s)
 	s->log_format = (size_t)find_log_format(ld->cfg,
 	    cfg_getstr(sec, "access_log_format"));
 	s->underscores_in_headers = cfg_getbool(sec, "underscores_in_headers");
-	s->access_log_line = sec_line(sec, "access_log");
+	s->access_log_line = opt_line(sec, "access_log");
 	build_locations(sec, s);
+	if (s->root != NULL && !ld->oom)
+		site_build_server(ld->cfg, sec, cf, s);
 	if ((t = tls_lines_of(sec, false)) != NULL) {
 		s->tls_certificate = copy_path(cfg_getstr(sec,
 		    "tls_certificate"), NULL);
@@ -2343,7 +2491,7 @@ static void
 build_cache(cfg_t *sec, struct config_cache *c)
 {
 	c->path = copy_path(cfg_getstr(sec, "path"), "off");
-	c->path_line = sec_line(sec, "path");
+	c->path_line = opt_line(sec, "path");
 	c->size = cfg_getint(sec, "size");
 	c->stripes = cfg_getint(sec, "stripes");
 	c->max_object = cfg_getint(sec, "max_object");
@@ -2384,12 +2532,6 @@ build(cfg_t *cfg, struct config *cf)
 	    cfg_getint(cfg, "worker_shutdown_timeout");
 	cf->worker_rlimit_nofile = cfg_getint(cfg, "worker_rlimit_nofile");
 
-	cf->nlisten = cfg_size(cfg, "listen");
-	if ((cf->listen = calloc(cf->nlisten, sizeof(*cf->listen))) == NULL)
-		ld->oom = true;
-	for (i = 0; cf->listen != NULL && i < cf->nlisten; i++)
-		cf->listen[i] = *(struct config_listen *)
-		    cfg_getnptr(cfg, "listen", i);
 
 	cf->max_request_line = cfg_getint(cfg, "max_request_line");
 	cf->max_header_size = cfg_getint(cfg, "max_header_size");
@@ -2405,7 +2547,7 @@ build(cfg_t *cfg, struct config *cf)
 	cf->server_tokens = cfg_getbool(cfg, "server_tokens");
 	build_real_ip(cfg, cf);
 	cf->sendfile = cfg_getbool(cfg, "sendfile");
-	cf->mime_types = copy_path(cfg_getstr(cfg, "mime_types"), NULL);
+	cf->mime_types = copy_path(cfg_getstr(cfg, "mime_types"), "builtin");
 	cf->default_type = copy(cfg_getstr(cfg, "default_type"));
 	cf->max_ranges = cfg_getint(cfg, "max_ranges");
 	cf->gzip = cfg_getbool(cfg, "gzip");
@@ -2437,7 +2579,10 @@ build(cfg_t *cfg, struct config *cf)
 	if ((cf->servers = calloc(cf->nservers, sizeof(*cf->servers))) == NULL)
 		ld->oom = true;
 	for (i = 0; cf->servers != NULL && i < cf->nservers; i++)
-		build_server(cfg_getnsec(cfg, "server", i), &cf->servers[i]);
+		build_server(cfg_getnsec(cfg, "server", i), cf,
+		    &cf->servers[i]);
+	site_build(cfg, cf);
+	build_listen(cfg, cf);
 }
 
 struct config *
@@ -2465,6 +2610,7 @@ config_load(const char *path, char *err, size_t errlen)
 		goto out;
 	}
 	l->cfg = cfg;
+	l->cf = NULL;
 	cfg_set_error_function(cfg, on_cfg_error);
 	set_validators(cfg);
 	if (parse(cfg) == -1 || check(cfg) == -1)
@@ -2475,10 +2621,19 @@ config_load(const char *path, char *err, size_t errlen)
 		fail(0, "out of memory");
 		config_free(cf);
 		cf = NULL;
+	} else {
+		cf->src_files = l->files;
+		cf->nsrc_files = l->nfiles;
+		cf->src_map = l->map;
+		cf->nsrc_map = l->nmap;
+		l->files = NULL;
+		l->map = NULL;
+		l->nfiles = l->nmap = 0;
 	}
 out:
 	if (cfg != NULL)
 		cfg_free(cfg);
+	include_free();
 	ld = NULL;
 	free(l->tls_lines);
 	free(l);
@@ -2495,6 +2650,19 @@ free_list(char **v, size_t n)
 	free(v);
 }
 
+const char *
+config_where(const struct config *cf, int line, int *src)
+{
+	const struct config_src *m;
+
+	*src = line;
+	if (line <= 0 || (size_t)line > cf->nsrc_map)
+		return cf->file;
+	m = &cf->src_map[line - 1];
+	*src = m->line;
+	return m->file == 0 ? cf->file : cf->src_files[m->file];
+}
+
 void
 config_free(struct config *cf)
 {
@@ -2502,25 +2670,36 @@ config_free(struct config *cf)
 
 	if (cf == NULL)
 		return;
+	free_list(cf->src_files, cf->nsrc_files);
+	free(cf->src_map);
 	for (i = 0; cf->servers != NULL && i < cf->nservers; i++) {
 		free_list(cf->servers[i].names, cf->servers[i].nnames);
 		free(cf->servers[i].root);
 		free_list(cf->servers[i].index, cf->servers[i].nindex);
 		free(cf->servers[i].access_log);
 		for (j = 0; j < cf->servers[i].nlocations; j++) {
-			free(cf->servers[i].locations[j].prefix);
-			free_list(cf->servers[i].locations[j].purge_allow,
-			    cf->servers[i].locations[j].npurge_allow);
-			free_list(cf->servers[i].locations[j].status_allow,
-			    cf->servers[i].locations[j].nstatus_allow);
-			free_fastcgi(cf->servers[i].locations[j].fastcgi);
-			free(cf->servers[i].locations[j].proxy_path);
-			free(cf->servers[i].locations[j].cache_valid);
+			struct config_location *l =
+			    &cf->servers[i].locations[j];
+
+			free(l->prefix);
+			free_list(l->purge_allow, l->npurge_allow);
+			if (l->index != cf->servers[i].index)
+				free_list(l->index, l->nindex);
+			site_free_location(l);
+			free_list(l->status_allow, l->nstatus_allow);
+			free_fastcgi(l->fastcgi);
+			free(l->proxy_path);
+			free(l->cache_valid);
 		}
+		free(cf->servers[i].base.prefix);
+		site_free_location(&cf->servers[i].base);
 		free(cf->servers[i].locations);
 		free(cf->servers[i].tls_certificate);
 		free(cf->servers[i].tls_certificate_key);
+		free(cf->servers[i].listen);
+		free(cf->servers[i].default_for);
 	}
+	site_free(cf);
 	for (i = 0; cf->upstreams != NULL && i < cf->nupstreams; i++) {
 		free(cf->upstreams[i].name);
 		free(cf->upstreams[i].peers);

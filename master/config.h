@@ -19,6 +19,7 @@ struct config_listen {
 	socklen_t addrlen;
 	char text[64];			/* as written, "127.0.0.1:8080" */
 	bool tls;			/* "... tls": HTTPS on this address */
+	bool default_server;		/* a server's "ADDR default_server" */
 };
 
 /*
@@ -97,9 +98,84 @@ struct config_valid {
 					   stored */
 };
 
+/* How a location's title matches a path (nginx's order of precedence). */
+enum loc_match {
+	LOC_NONE,			/* the server's own settings */
+	LOC_PREFIX,			/* "/images/": longest wins */
+	LOC_EXACT,			/* "= /": only that path */
+	LOC_PREFIX_STOP,		/* "^~ /static/": no regex after it */
+	LOC_REGEX,			/* "~ re" and "~* re" (any case) */
+};
+
+struct vars_tmpl;			/* worker/vars.h */
+
+#define REWRITE_NEXT		0	/* go on with the next rewrite */
+#define REWRITE_LAST		1	/* search the locations again */
+#define REWRITE_BREAK		2	/* stay in this location */
+#define REWRITE_REDIRECT	3	/* 302 */
+#define REWRITE_PERMANENT	4	/* 301 */
+
+struct config_rewrite {
+	void *re;			/* pcre2_code, JIT-compiled */
+	struct vars_tmpl *to;
+	int flag;			/* REWRITE_* */
+};
+
+/* error_page "404 /404.html": the page for a status, served internally. */
+struct config_error_page {
+	int status;
+	int answer;			/* "=200": the status sent; 0: same */
+	char *uri;			/* "/404.html" or an absolute URL */
+};
+
+/* One allow or deny rule: an address prefix, or every address. */
+struct config_acl {
+	bool allow;
+	bool all;
+	int family;			/* AF_INET, AF_INET6 */
+	unsigned bits;
+	unsigned char addr[16];
+};
+
+struct config_header {
+	char *line;			/* "Name: value\r\n" */
+	size_t len;
+	bool always;			/* on error responses too */
+};
+
+/* A user of an htpasswd file. */
+struct config_user {
+	char *name;
+	char *hash;			/* crypt(3): $2y$, $5$, $6$, $y$ */
+};
+
+struct config_htpasswd {
+	char *path;
+	struct config_user *users;
+	size_t nusers;
+};
+
+/* limit_zone "name" { key rate status }: state in the shared store. */
+struct config_limit_zone {
+	char *name;
+	struct vars_tmpl *key;
+	uint64_t rate_milli;		/* requests per 1000 s */
+	int status;			/* 429 or 503 when over */
+};
+
+#define EXPIRES_OFF	INT64_MIN
+
+/*
+ * A location of a server, and the server's own settings (servers[i].base,
+ * match LOC_NONE), which the locations inherit unless they set their own.
+ */
 struct config_location {
-	char *prefix;			/* starts with '/' */
+	char *prefix;			/* the path, or the regex's source */
 	size_t prefix_len;
+	int match;			/* enum loc_match */
+	void *re;			/* pcre2_code for LOC_REGEX */
+	int line;			/* where the location ends */
+
 	int upstream;			/* in config.upstreams; -1: files */
 	bool cache;
 	bool cache_lock;		/* one filler, the others wait */
@@ -120,6 +196,45 @@ struct config_location {
 	bool status;			/* the status page (worker/status.c) */
 	char **status_allow;		/* who may see it, like purge_allow */
 	size_t nstatus_allow;
+
+	/* Files. */
+	int dir;			/* in config.dirs: root or alias */
+	bool alias;			/* the location's path is cut off */
+	struct vars_tmpl *alias_tmpl;	/* alias with captures, or NULL */
+	char **index;
+	size_t nindex;
+	struct vars_tmpl **try_files;
+	size_t ntry_files;		/* the last is the fallback */
+	bool dotfiles;			/* serve names starting with '.' */
+	bool gzip_static;
+	char *charset;			/* NULL: none */
+
+	/* Rewrites, then return. */
+	struct config_rewrite *rewrites;
+	size_t nrewrites;
+	int return_status;		/* 0: none */
+	struct vars_tmpl *return_text;	/* URL or body, or NULL */
+
+	/* Access. */
+	struct config_acl *acl;
+	size_t nacl;
+	bool acl_default_allow;		/* when no rule matched */
+	char *auth_realm;		/* NULL: no auth_basic */
+	int auth_file;			/* in config.htpasswd */
+	int limit_req_zone;		/* in config.limit_zones; -1: none */
+	int limit_req_burst;
+	bool limit_req_nodelay;
+	int limit_conn_zone;		/* -1: none */
+	int limit_conn;
+	uint64_t max_body_size;		/* 0: no limit */
+
+	/* Responses. */
+	struct config_error_page *error_pages;
+	size_t nerror_pages;
+	struct config_header *headers;
+	size_t nheaders;
+	int64_t expires;		/* seconds; EXPIRES_OFF */
+
 	struct config_fastcgi *fastcgi;	/* set with fastcgi = "NAME" */
 	char *proxy_path;		/* replaces prefix upstream, or NULL */
 	/* memcached = "NAME": the value of memcached_key is the body. */
@@ -157,13 +272,18 @@ struct config_server {
 	size_t log_format;		/* in config.log_formats */
 	bool underscores_in_headers;	/* pass such field names upstream */
 	int access_log_line;		/* where it was set; 0: default */
-	struct config_location *locations;	/* longest prefix first */
+	struct config_location base;	/* the server's own settings */
+	struct config_location *locations;	/* in the order written */
 	size_t nlocations;
 	char *tls_certificate;		/* absolute path (full chain), or
 					   NULL */
 	char *tls_certificate_key;	/* absolute path */
 	int tls_certificate_line;	/* where they were set, for errors */
 	int tls_certificate_key_line;
+	size_t *listen;			/* indexes into config.listen */
+	size_t nlisten;
+	bool *default_for;		/* per config.listen: the server
+					   for a Host no name matches */
 };
 
 /* The tls { } section: what every TLS listener offers. */
@@ -233,6 +353,12 @@ struct config_memcached {
 	int line;			/* where the section ends */
 };
 
+/* Where a line of the loaded text was written (see config_where()). */
+struct config_src {
+	int file;			/* in config.src_files */
+	int line;
+};
+
 struct config {
 	char *file;			/* absolute path of the config file */
 	struct config_lines lines;
@@ -272,7 +398,7 @@ struct config {
 	enum config_real_ip real_ip_header;
 	bool real_ip_recursive;
 	bool sendfile;
-	char *mime_types;		/* absolute path */
+	char *mime_types;		/* absolute path; NULL: built in */
 	char *default_type;
 	int max_ranges;			/* more ranges get the whole body */
 	bool gzip;			/* compress files of gzip_types */
@@ -301,6 +427,21 @@ struct config {
 
 	struct config_server *servers;	/* servers[0] is the default */
 	size_t nservers;
+
+	char **dirs;			/* roots and alias targets, opened
+					   once by the master */
+	size_t ndirs;
+	struct config_htpasswd *htpasswd;
+	size_t nhtpasswd;
+	struct config_limit_zone *limit_zones;
+	size_t nlimit_zones;
+
+	/* include() puts files inside the text: its files, and where each
+	 * of its lines was written. */
+	char **src_files;
+	size_t nsrc_files;
+	struct config_src *src_map;
+	size_t nsrc_map;
 };
 
 /*
@@ -310,6 +451,12 @@ struct config {
 struct config *config_load(const char *path, char *err, size_t errlen);
 
 void config_free(struct config *cf);
+
+/*
+ * The file where line LINE of cf's text (the lines kept in struct config)
+ * was written, and in *src its line in that file.
+ */
+const char *config_where(const struct config *cf, int line, int *src);
 
 /* Unit parsers shared with the table's callbacks; 0 on success, -1 if bad. */
 int config_parse_size(const char *s, uint64_t *out);

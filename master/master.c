@@ -219,11 +219,13 @@ static void
 store_error(const struct config *cf, char *err, size_t errlen,
     const char *why)
 {
-	if (cf->cache.line > 0)
-		snprintf(err, errlen, "%s:%d: cache: %s", cf->file,
-		    cf->cache.line, why);
+	int line;
+	const char *file = config_where(cf, cf->cache.line, &line);
+
+	if (line > 0)
+		snprintf(err, errlen, "%s:%d: cache: %s", file, line, why);
 	else
-		snprintf(err, errlen, "%s: cache: %s", cf->file, why);
+		snprintf(err, errlen, "%s: cache: %s", file, why);
 }
 
 int

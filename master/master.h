@@ -26,7 +26,7 @@ struct runtime {
 	struct config *cf;
 	struct mime_table *mime;
 	int *listen_fds;		/* one per cf->listen */
-	int *root_fds;			/* one per cf->servers, O_PATH dirs */
+	int *dir_fds;			/* one per cf->dirs, O_PATH */
 	int *access_fds;		/* one per cf->servers, -1 when off */
 	int *mc_fds;			/* one per cf->memcached.listen */
 	struct store *store;		/* shared by every generation; NULL

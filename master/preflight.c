@@ -32,13 +32,14 @@ static int __attribute__((format(printf, 5, 6)))
 at(const struct config *cf, int line, char *out, size_t outlen,
     const char *fmt, ...)
 {
+	const char *file = config_where(cf, line, &line);
 	va_list ap;
 	int n;
 
 	if (line > 0)
-		n = snprintf(out, outlen, "%s:%d: ", cf->file, line);
+		n = snprintf(out, outlen, "%s:%d: ", file, line);
 	else
-		n = snprintf(out, outlen, "%s: ", cf->file);
+		n = snprintf(out, outlen, "%s: ", file);
 	if (n >= 0 && (size_t)n < outlen) {
 		va_start(ap, fmt);
 		vsnprintf(out + n, outlen - (size_t)n, fmt, ap);

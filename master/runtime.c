@@ -98,6 +98,7 @@ master_error_log(const struct config *cf, char *err, size_t errlen)
 {
 	char why[PATH_MAX + 256];
 	struct fsafe_user u;
+	const char *file;
 	int fd = -1, n;
 
 	if (master_user(cf, &u, err, errlen) == -1)
@@ -106,13 +107,13 @@ master_error_log(const struct config *cf, char *err, size_t errlen)
 		fd = fsafe_open(cf->error_log, FSAFE_LOG, &u, why,
 		    sizeof(why));
 		if (fd == -1) {
-			n = cf->lines.error_log;
+			file = config_where(cf, cf->lines.error_log, &n);
 			if (n > 0)
 				snprintf(err, errlen, "%s:%d: error_log %s",
-				    cf->file, n, why);
+				    file, n, why);
 			else
 				snprintf(err, errlen, "%s: error_log %s",
-				    cf->file, why);
+				    file, why);
 			return -1;
 		}
 	}
@@ -153,14 +154,15 @@ runtime_open_fds(struct runtime *rt, const struct runtime *old)
 	}
 	if (mc_listen_open(rt, old) == -1)
 		return -1;
-	for (i = 0; i < cf->nservers; i++) {
-		rt->root_fds[i] = open(cf->servers[i].root,
+	for (i = 0; i < cf->ndirs; i++) {
+		rt->dir_fds[i] = open(cf->dirs[i],
 		    O_PATH | O_DIRECTORY | O_CLOEXEC);
-		if (rt->root_fds[i] == -1) {
-			log_at(L_CRIT, errno, "open root %s",
-			    cf->servers[i].root);
+		if (rt->dir_fds[i] == -1) {
+			log_at(L_CRIT, errno, "open folder %s", cf->dirs[i]);
 			return -1;
 		}
+	}
+	for (i = 0; i < cf->nservers; i++) {
 		if (cf->servers[i].access_log != NULL) {
 			rt->access_fds[i] =
 			    runtime_open_log(rt, cf->servers[i].access_log);
@@ -208,9 +210,10 @@ runtime_close(struct runtime *rt, const struct runtime *keep)
 		    keep->cf->nlisten)))
 			close(rt->listen_fds[i]);
 	mc_listen_close(rt, keep);
+	for (i = 0; i < cf->ndirs; i++)
+		if (rt->dir_fds[i] != -1)
+			close(rt->dir_fds[i]);
 	for (i = 0; i < cf->nservers; i++) {
-		if (rt->root_fds[i] != -1)
-			close(rt->root_fds[i]);
 		if (rt->access_fds[i] != -1)
 			close(rt->access_fds[i]);
 	}
@@ -229,14 +232,16 @@ runtime_open(struct config *cf, struct mime_table *mime,
 	rt->cf = cf;
 	rt->mime = mime;
 	rt->listen_fds = calloc(cf->nlisten, sizeof(int));
-	rt->root_fds = calloc(cf->nservers, sizeof(int));
+	rt->dir_fds = calloc(cf->ndirs + 1, sizeof(int));
 	rt->access_fds = calloc(cf->nservers, sizeof(int));
-	if (!rt->listen_fds || !rt->root_fds || !rt->access_fds)
+	if (!rt->listen_fds || !rt->dir_fds || !rt->access_fds)
 		goto failed;
 	for (i = 0; i < cf->nlisten; i++)
 		rt->listen_fds[i] = -1;
+	for (i = 0; i < cf->ndirs; i++)
+		rt->dir_fds[i] = -1;
 	for (i = 0; i < cf->nservers; i++)
-		rt->root_fds[i] = rt->access_fds[i] = -1;
+		rt->access_fds[i] = -1;
 	if (resolve_user(rt) == -1 || runtime_open_tls(rt) == -1 ||
 	    runtime_open_fds(rt, old) == -1) {
 		runtime_close(rt, old);
@@ -249,7 +254,7 @@ failed:
 	log_at(L_CRIT, errno, "runtime");
 	if (rt != NULL) {
 		free(rt->listen_fds);
-		free(rt->root_fds);
+		free(rt->dir_fds);
 		free(rt->access_fds);
 		free(rt);
 	}
@@ -278,7 +283,7 @@ runtime_free(struct runtime *rt)
 	tls_conf_free(rt->tls);
 	config_free(rt->cf);
 	free(rt->listen_fds);
-	free(rt->root_fds);
+	free(rt->dir_fds);
 	free(rt->access_fds);
 	free(rt->mc_fds);
 	free(rt);

@@ -46,13 +46,14 @@ fail(struct loading *l, int line, const char *fmt, ...)
 {
 	unsigned long e = ERR_peek_last_error();
 	char why[256];
+	const char *file = config_where(l->cf, line, &line);
 	va_list ap;
 	int n;
 
 	if (line > 0)
-		n = snprintf(l->err, l->errlen, "%s:%d: ", l->cf->file, line);
+		n = snprintf(l->err, l->errlen, "%s:%d: ", file, line);
 	else
-		n = snprintf(l->err, l->errlen, "%s: ", l->cf->file);
+		n = snprintf(l->err, l->errlen, "%s: ", file);
 	if (n < 0 || (size_t)n >= l->errlen)
 		return;
 	va_start(ap, fmt);

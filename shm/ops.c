@@ -506,6 +506,120 @@ store_touch(struct store *s, const void *key, size_t klen, int64_t ttl)
 	return r;
 }
 
+/* Writes a new item for key with the value at val, replacing old. */
+static enum store_result
+do_update_new(struct store *s, unsigned si, uint64_t hash, const void *key,
+    size_t klen, const void *val, size_t vlen, int64_t exptime,
+    uint32_t flags, struct item *old)
+{
+	struct item *it;
+
+	it = do_item_alloc(s, si, ITEM_HDR + ALIGN(klen, 8) + vlen);
+	if (it == NULL) {
+		CNT_ADD(stripe_at(s, si), nomem, 1);
+		return STORE_NOMEM;
+	}
+	it->hash = hash;
+	it->klen = (uint16_t)klen;
+	it->vlen = (uint32_t)vlen;
+	it->flags = flags;
+	it->exptime = exptime;
+	memcpy(item_key(it), key, klen);
+	memcpy(item_value(it), val, vlen);
+	/* The allocation may have evicted old: look it up again. */
+	old = do_item_find(s, si, hash, key, klen);
+	if (old != NULL)
+		do_item_unlink(s, si, old);
+	it->csum = item_csum(it);
+	do_item_link(s, si, it);
+	return STORE_OK;
+}
+
+enum store_result
+store_update(struct store *s, const void *key, size_t klen, int64_t ttl,
+    uint32_t flags, store_update_fn fn, void *arg)
+{
+	unsigned char out[STORE_UPDATE_MAX];
+	enum store_result r = STORE_OK;
+	int64_t now = store_now(s);
+	struct item *it;
+	uint64_t hash;
+	unsigned si;
+	long n;
+
+	if (lock_key(s, key, klen, &hash, &si) == -1)
+		return STORE_EINVAL;
+	it = do_item_find(s, si, hash, key, klen);
+	if (it != NULL && !is_placeholder(it) && item_expired(it, now) &&
+	    !item_leased(it)) {
+		CNT_ADD(stripe_at(s, si), expirations, 1);
+		do_item_unlink(s, si, it);
+		it = NULL;
+	}
+	if (it != NULL && (is_placeholder(it) || item_expired(it, now)))
+		n = fn(NULL, 0, out, arg);
+	else
+		n = fn(it ? item_value(it) : NULL, it ? it->vlen : 0, out,
+		    arg);
+	if (n < 0 || n > STORE_UPDATE_MAX) {
+		r = n < 0 ? STORE_UNCHANGED : STORE_EINVAL;
+	} else if (it != NULL && !is_placeholder(it) && !item_leased(it) &&
+	    it->refcount == 0 && it->vlen == (uint32_t)n) {
+		/* Nobody reads it: rewritten in place. */
+		memcpy(item_value(it), out, (size_t)n);
+		it->exptime = ttl_to_exptime(ttl, now);
+		it->flags = flags;
+		it->csum = item_csum(it);
+		do_lru_bump(s, si, it);
+	} else {
+		r = do_update_new(s, si, hash, key, klen, out, (size_t)n,
+		    ttl_to_exptime(ttl, now), flags, it);
+	}
+	if (r == STORE_OK)
+		CNT_ADD(stripe_at(s, si), sets, 1);
+	stripe_unlock(s, si);
+	return r;
+}
+
+enum store_result
+store_acquire(struct store *s, const void *key, size_t klen, unsigned max,
+    struct store_ref *ref)
+{
+	int64_t now = store_now(s);
+	enum store_result r;
+	struct item *it;
+	uint64_t hash;
+	unsigned si;
+
+	memset(ref, 0, sizeof(*ref));
+	if (lock_key(s, key, klen, &hash, &si) == -1)
+		return STORE_EINVAL;
+	it = do_item_find(s, si, hash, key, klen);
+	if (it != NULL && (is_placeholder(it) || item_expired(it, now))) {
+		if (it->refcount > 0 || item_leased(it)) {
+			stripe_unlock(s, si);
+			return STORE_UNCHANGED;
+		}
+		do_item_unlink(s, si, it);
+		it = NULL;
+	}
+	if (it == NULL) {
+		r = do_update_new(s, si, hash, key, klen, "", 0, 0, 0, NULL);
+		it = r == STORE_OK ? do_item_find(s, si, hash, key, klen) :
+		    NULL;
+		if (it == NULL) {
+			stripe_unlock(s, si);
+			return r == STORE_OK ? STORE_NOMEM : r;
+		}
+	}
+	if (it->refcount >= max)
+		r = STORE_UNCHANGED;
+	else if ((r = do_pin(s, it, false, ref)) == STORE_HIT)
+		do_lru_bump(s, si, it);
+	stripe_unlock(s, si);
+	return r;
+}
+
 enum store_result
 store_delete(struct store *s, const void *key, size_t klen)
 {

@@ -43,6 +43,7 @@ static uint64_t conn_serial;
 
 static void conn_close(struct conn *c);
 static void conn_process(struct conn *c);
+static bool request_go(struct conn *c, enum route_action act);
 static void conn_write(struct conn *c);
 static void req_forget(struct conn *c);
 static void real_ip(struct conn *c);
@@ -232,6 +233,15 @@ timer_cb(evutil_socket_t fd, short what, void *arg)
 	if (c->timer != T_IDLE && c->timer != T_LINGER)
 		STATS_INC(conn_timeouts);
 	switch (c->timer) {
+	case T_DELAY:
+		/* limit_req made it wait; it goes on where it stopped. */
+		c->timer = T_NONE;
+		c->rpaused = false;
+		c->limits_passed = true;
+		conn_read_on(c);
+		request_go(c, request_route(c));
+		conn_process(c);
+		return;
 	case T_HEADER:
 		log_info("client %s timed out sending a request header",
 		    c->peer);
@@ -370,8 +380,12 @@ static void
 conn_drained(struct conn *c)
 {
 	event_del(&c->wev);
+	if (c->timer == T_DELAY)
+		return;		/* a delayed request goes on later */
 	if (c->px == NULL)
 		conn_set_busy(c, false);
+	if (c->px == NULL && c->lc_zone >= 0)
+		request_end(c);
 	if (c->px != NULL) {
 		/* The proxied response goes on: its upstream times it. */
 		if (c->state != CS_BODY) {
@@ -555,11 +569,18 @@ write_cb(evutil_socket_t fd, short what, void *arg)
 }
 
 /* Sets up reading (and discarding) the body that follows the header. */
+static uint64_t
+body_max(const struct conn *c)
+{
+	return c->loc != NULL ? c->loc->max_body_size :
+	    worker.cf->max_body_size;
+}
+
 static bool
 body_begin(struct conn *c)
 {
 	struct http_request *r = &c->req;
-	uint64_t max = worker.cf->max_body_size;
+	uint64_t max = body_max(c);
 
 	c->body_seen = 0;
 	c->body_chunked = r->chunked;
@@ -587,7 +608,7 @@ static int
 body_consume(struct conn *c)
 {
 	size_t avail = c->ilen - c->ipos, used, data, room;
-	uint64_t max = worker.cf->max_body_size;
+	uint64_t max = body_max(c);
 	char *p = c->ibuf + c->ipos;
 	int rc;
 
@@ -639,11 +660,9 @@ keepalive_allowed(const struct conn *c)
 static bool
 parse_one(struct conn *c)
 {
-	const struct config_location *l;
 	struct http_request *r = &c->req;
-	bool has_body, answered = false;
+	enum route_action act;
 	ssize_t n;
-	int rc;
 
 	if (c->scan == 0)
 		c->req_start_us = worker.now_us;
@@ -680,19 +699,39 @@ parse_one(struct conn *c)
 	c->head = r->method == HTTP_M_HEAD;
 	c->ipos += (size_t)n;
 	c->scan = 0;
-	c->srv = request_server(r->host);
+	c->srv = request_server(r->host, c->lidx);
 	real_ip(c);
+	c->limits_passed = false;
+	act = request_route(c);
+	if (act == ROUTE_DELAY) {
+		/* Nothing more is read until it goes on (see timer_cb). */
+		c->rpaused = true;
+		event_del(&c->rev);
+		conn_timer(c, T_DELAY, request_delay_ms());
+		return false;
+	}
+	return request_go(c, act);
+}
+
+/* Goes on with a routed request: its body, the proxy or a handler. */
+static bool
+request_go(struct conn *c, enum route_action act)
+{
+	struct http_request *r = &c->req;
+	bool has_body, answered = false;
+	int rc;
+
 	has_body = r->content_length > 0 || r->chunked;
 	if (has_body && !body_begin(c))
 		return false;
-	if ((l = request_location(c)) != NULL && l->status) {
-		status_serve(c, l);
+	if (act == ROUTE_STATUS) {
+		status_serve(c, c->loc);
 		answered = true;
-	} else if (l != NULL && l->memcached_local) {
-		mc_http_serve(c, l);
+	} else if (act == ROUTE_MEMCACHED) {
+		mc_http_serve(c, c->loc);
 		answered = true;
-	} else if (l != NULL) {
-		rc = proxy_start(c, l, &c->px);
+	} else if (act == ROUTE_PROXY) {
+		rc = proxy_start(c, c->loc, &c->px);
 		if (rc < 0) {
 			c->keepalive = false;
 			resp_error(c, 502);
@@ -928,10 +967,14 @@ format_peer(struct conn *c, const struct sockaddr *sa)
 {
 	const void *addr;
 
-	if (sa->sa_family == AF_INET6)
+	if (sa->sa_family == AF_INET6) {
 		addr = &((const struct sockaddr_in6 *)sa)->sin6_addr;
-	else
+		memcpy(c->peer_addr, addr, 16);
+	} else {
 		addr = &((const struct sockaddr_in *)sa)->sin_addr;
+		memcpy(c->peer_addr, addr, 4);
+	}
+	c->peer_family = sa->sa_family;
 	if (inet_ntop(sa->sa_family, addr, c->peer, sizeof(c->peer)) == NULL)
 		strcpy(c->peer, "?");
 	/* sin_port and sin6_port share their place. */
@@ -1029,6 +1072,7 @@ conn_accept(int fd, const struct sockaddr *sa, socklen_t salen,
 	STATS_INC(conn_active);
 	c->serial = ++conn_serial;
 	c->fd = fd;
+	c->lc_zone = -1;
 	format_peer(c, sa);
 	c->lidx = listen_idx;
 	c->all_next = all_conns;
@@ -1071,6 +1115,8 @@ conn_close(struct conn *c)
 	c->px = NULL;
 	if (px != NULL)
 		proxy_cancel(px);
+	if (c->lc_zone >= 0)
+		request_end(c);
 	idle_set(c, false);
 	conn_set_busy(c, false);
 	STATS_DEC(conn_active);

@@ -39,7 +39,7 @@ enum cstate {
 };
 
 enum ctimer { T_NONE, T_IDLE, T_HEADER, T_BODY, T_SEND, T_LINGER,
-	T_HANDSHAKE };
+	T_HANDSHAKE, T_DELAY };
 
 enum seg_type { SEG_OBUF, SEG_MEM, SEG_FILE };
 
@@ -107,6 +107,15 @@ struct conn {
 
 	struct http_request req;
 	size_t srv;
+	int lidx;		/* the listen entry it came in on */
+	const struct config_location *loc;	/* of the current request */
+	int resp_status;	/* of the response being built */
+	bool in_error_page;	/* serving an error_page: no other one */
+	bool limits_passed;	/* limit_req let it through (delayed) */
+	int lc_zone;		/* limit_conn held in this zone, or -1 */
+	struct store_ref lc_ref;	/* the pin that counts it */
+	int peer_family;
+	unsigned char peer_addr[16];
 	uint64_t body_left;
 	uint64_t body_seen;
 	bool body_chunked;
@@ -175,11 +184,34 @@ void pin_free_all(void);
 
 /* request.c */
 
-/* The server block for a Host value (0, the default, when none). */
-size_t request_server(struct span host);
-/* The proxied location of the request, or NULL for files. */
-const struct config_location *request_location(struct conn *c);
-/* Answers a request that no proxy took: files, OPTIONS, errors. */
+/* The server block for a Host value on listen entry lidx. */
+size_t request_server(struct span host, int lidx);
+
+enum route_action {
+	ROUTE_ANSWER,		/* request_handle() answers it */
+	ROUTE_PROXY,		/* c->loc has an upstream */
+	ROUTE_STATUS,		/* c->loc is the status page */
+	ROUTE_MEMCACHED,	/* c->loc serves the listener's items */
+	ROUTE_DELAY,		/* limit_req: wait request_delay_ms() */
+};
+
+/*
+ * Chooses the location of the request just parsed (rewrites, return) and
+ * checks access and limits; sets c->loc.  What it found lasts until
+ * request_handle() or proxy_start(), in the same turn of the loop.
+ */
+enum route_action request_route(struct conn *c);
+/* How long a delayed request waits. */
+int request_delay_ms(void);
+/* Answers a request that no proxy took: files, return, errors. */
 void request_handle(struct conn *c);
+/* Serves the error_page for status if one is set; false if none. */
+bool request_error_page(struct conn *c, int status);
+/* The request is over: limit_conn lets go of it. */
+void request_end(struct conn *c);
+/* Expands a template with the variables of the current request. */
+struct vars_tmpl;
+ssize_t request_expand(const struct conn *c, const struct vars_tmpl *t,
+    char *out, size_t len);
 
 #endif

@@ -14,6 +14,11 @@
 
 #include "worker/static.h"
 
+/* etc/mime.types, made into C strings at build time (worker/include.am). */
+static const char *const builtin[] = {
+#include "worker/mime_builtin.h"
+};
+
 #define CHARSET		"; charset=utf-8"
 #define MIN_SLOTS	64
 #define QUOTE_MAX	64		/* bytes of a bad field to quote */
@@ -295,6 +300,39 @@ parse_line(struct loader *l, const char *line, size_t len)
 	}
 }
 
+static struct mime_table *
+table_new(struct loader *l)
+{
+	if ((l->mt = calloc(1, sizeof(*l->mt))) == NULL ||
+	    (l->mt->slots = calloc(MIN_SLOTS, sizeof(*l->mt->slots))) ==
+	    NULL) {
+		load_error(l, "%s", strerror(ENOMEM));
+		mime_free(l->mt);
+		return l->mt = NULL;
+	}
+	l->mt->mask = MIN_SLOTS - 1;
+	return l->mt;
+}
+
+/* The table corral ships, for a config without mime_types. */
+static struct mime_table *
+mime_builtin(char *err, size_t errlen)
+{
+	struct loader l = { NULL, "built-in MIME types", 0, err, errlen };
+	size_t i;
+
+	if (table_new(&l) == NULL)
+		return NULL;
+	for (i = 0; i < sizeof(builtin) / sizeof(builtin[0]); i++) {
+		l.lineno = i + 1;
+		if (!parse_line(&l, builtin[i], strlen(builtin[i]))) {
+			mime_free(l.mt);
+			return NULL;
+		}
+	}
+	return l.mt;
+}
+
 struct mime_table *
 mime_load(const char *path, char *err, size_t errlen)
 {
@@ -305,16 +343,14 @@ mime_load(const char *path, char *err, size_t errlen)
 	bool ok = true;
 	FILE *f;
 
+	if (path == NULL)
+		return mime_builtin(err, errlen);
 	if ((f = fopen(path, "r")) == NULL) {
 		load_error(&l, "%s", strerror(errno));
 		return NULL;
 	}
-	if ((l.mt = calloc(1, sizeof(*l.mt))) == NULL ||
-	    (l.mt->slots = calloc(MIN_SLOTS, sizeof(*l.mt->slots))) == NULL) {
-		load_error(&l, "%s", strerror(ENOMEM));
+	if (table_new(&l) == NULL)
 		ok = false;
-	} else
-		l.mt->mask = MIN_SLOTS - 1;
 
 	while (ok && (n = getline(&line, &cap, f)) != -1) {
 		l.lineno++;

@@ -1,17 +1,59 @@
 /*
- * What answers a request: the server block chosen by Host, the location
- * chosen by path, and the handlers for files and the methods that need no
- * handler of their own.
+ * What answers a request, in nginx's order: the server chosen by address
+ * and Host; the server's rewrites; the location (exact, longest prefix,
+ * regex); its rewrites and return; limits and access; try_files; then a
+ * handler: the proxy, files, a redirect or an error page.
+ *
+ * The decision is made once per request, before its body is read, into
+ * the worker's one route, which lasts until the handler has run in the
+ * same turn of the loop.
  */
+#define PCRE2_CODE_UNIT_WIDTH 8
+
 #include <limits.h>
+#include <pcre2.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/types.h>
 
 #include "master/config.h"
 #include "master/log.h"
+#include "worker/access.h"
 #include "worker/conn_impl.h"
 #include "worker/static.h"
+#include "worker/vars.h"
+
+#define REDIRECTS_MAX	10	/* internal redirects of one request */
+#define OVEC_PAIRS	10
+
+enum kind {
+	K_FILES,		/* static files under c->loc */
+	K_OPTIONS,
+	K_ERROR,		/* rt.status */
+	K_REDIRECT,		/* rt.status, Location rt.text */
+	K_TEXT,			/* rt.status, body rt.text */
+};
+
+static struct {
+	enum kind kind;
+	int status;
+	char uri[PATH_MAX];	/* current $uri, normalised */
+	size_t urilen;
+	const char *args;	/* current $args */
+	size_t argslen;
+	char argsbuf[4096];
+	char subject[PATH_MAX];	/* what the last regex matched */
+	size_t ovec[2 * OVEC_PAIRS];
+	int ncap;
+	int redirects;
+	int delay_ms;
+	char text[8192];
+	size_t textlen;
+} rt;
+
+static pcre2_match_data *md;
 
 static bool
 name_match(const char *name, struct span host)
@@ -27,19 +69,490 @@ name_match(const char *name, struct span host)
 	return host.len == n && strncasecmp(host.p, name, n) == 0;
 }
 
+static bool
+listens_on(const struct config_server *s, int lidx)
+{
+	for (size_t i = 0; i < s->nlisten; i++)
+		if (s->listen[i] == (size_t)lidx)
+			return true;
+	return false;
+}
+
+/* Among the servers on this address: the name, else the default one. */
 size_t
-request_server(struct span host)
+request_server(struct span host, int lidx)
 {
 	const struct config *cf = worker.cf;
+	size_t i, j, dflt = 0;
 
-	if (host.p == NULL || cf->nservers == 1)
-		return 0;
-	for (size_t i = 0; i < cf->nservers; i++)
-		for (size_t j = 0; j < cf->servers[i].nnames; j++)
+	for (i = 0; i < cf->nservers; i++) {
+		if (!listens_on(&cf->servers[i], lidx))
+			continue;
+		if (cf->servers[i].default_for[lidx])
+			dflt = i;
+		if (host.p == NULL)
+			continue;
+		for (j = 0; j < cf->servers[i].nnames; j++)
 			if (name_match(cf->servers[i].names[j], host))
 				return i;
-	return 0;
+	}
+	return dflt;
 }
+
+/* Regular expressions and variables ---------------------------------- */
+
+static bool
+re_match(const void *re, const char *s, size_t len)
+{
+	PCRE2_SIZE *ov;
+	int rc, i;
+
+	if (md == NULL && (md = pcre2_match_data_create(OVEC_PAIRS,
+	    NULL)) == NULL)
+		return false;
+	rc = pcre2_match(re, (PCRE2_SPTR)s, len, 0, 0, md, NULL);
+	if (rc < 0) {
+		if (rc != PCRE2_ERROR_NOMATCH)
+			log_warn("regular expression: error %d", rc);
+		return false;
+	}
+	if (rc == 0 || rc > OVEC_PAIRS)
+		rc = OVEC_PAIRS;
+	ov = pcre2_get_ovector_pointer(md);
+	if (len >= sizeof(rt.subject))
+		return false;
+	memcpy(rt.subject, s, len);
+	rt.subject[len] = '\0';
+	for (i = 0; i < 2 * rc; i++)
+		rt.ovec[i] = ov[i] == PCRE2_UNSET ? (size_t)-1 : ov[i];
+	rt.ncap = rc;
+	return true;
+}
+
+static void
+ctx_of(struct vars_ctx *x, const struct conn *c)
+{
+	memset(x, 0, sizeof(*x));
+	x->uri = rt.uri;
+	x->urilen = rt.urilen;
+	x->args = rt.args;
+	x->argslen = rt.argslen;
+	x->subject = rt.subject;
+	x->ovector = rt.ncap > 0 ? rt.ovec : NULL;
+	x->ncaptures = rt.ncap;
+	if (c->loc != NULL)
+		x->root = worker.cf->dirs[c->loc->dir];
+}
+
+ssize_t
+request_expand(const struct conn *c, const struct vars_tmpl *t, char *out,
+    size_t len)
+{
+	struct vars_ctx x;
+
+	ctx_of(&x, c);
+	return vars_expand(t, c, &x, out, len);
+}
+
+/* Locations ------------------------------------------------------------ */
+
+/* nginx's order: exact, then the longest prefix unless it is "^~", then
+ * the first regex in the order written, then that longest prefix. */
+static const struct config_location *
+find_location(const struct config_server *s, const char *uri, size_t len)
+{
+	const struct config_location *l, *best = NULL;
+
+	for (l = s->locations; l < s->locations + s->nlocations; l++) {
+		if (l->match == LOC_EXACT && l->prefix_len == len &&
+		    memcmp(l->prefix, uri, len) == 0)
+			return l;
+		if ((l->match == LOC_PREFIX || l->match == LOC_PREFIX_STOP) &&
+		    len >= l->prefix_len &&
+		    memcmp(l->prefix, uri, l->prefix_len) == 0 &&
+		    (best == NULL || l->prefix_len > best->prefix_len))
+			best = l;
+	}
+	if (best != NULL && best->match == LOC_PREFIX_STOP)
+		return best;
+	for (l = s->locations; l < s->locations + s->nlocations; l++)
+		if (l->match == LOC_REGEX && re_match(l->re, uri, len))
+			return l;
+	return best != NULL ? best : &s->base;
+}
+
+/* Normalises a URI made by a rewrite: its bytes are decoded already. */
+static bool
+set_uri(const char *p, size_t len)
+{
+	char enc[PATH_MAX];
+	size_t i, n = 0;
+	ssize_t r;
+	int status;
+
+	for (i = 0; i < len && n + 4 < sizeof(enc); i++) {
+		if (p[i] == '%') {
+			memcpy(enc + n, "%25", 3);
+			n += 3;
+		} else
+			enc[n++] = p[i];
+	}
+	if (i < len)
+		return false;
+	r = http_path_normalize(rt.uri, sizeof(rt.uri), enc, n, &status);
+	if (r < 0)
+		return false;
+	rt.urilen = (size_t)r;
+	return true;
+}
+
+/* "uri?args": new args, with the old ones after them unless it ends
+ * in '?'. */
+static void
+set_args(const char *q, size_t len)
+{
+	char tmp[sizeof(rt.argsbuf)];
+	size_t n = 0;
+
+	if (len > 0 && q[len - 1] == '?') {
+		len--;
+	} else if (rt.args != NULL && rt.argslen > 0) {
+		n = (size_t)snprintf(tmp, sizeof(tmp), "%.*s&%.*s", (int)len,
+		    q, (int)rt.argslen, rt.args);
+		q = tmp;
+		len = n < sizeof(tmp) ? n : sizeof(tmp) - 1;
+	}
+	if (len >= sizeof(rt.argsbuf))
+		len = sizeof(rt.argsbuf) - 1;
+	memmove(rt.argsbuf, q, len);
+	rt.args = rt.argsbuf;
+	rt.argslen = len;
+}
+
+static bool
+is_absolute(const char *s)
+{
+	return strncmp(s, "http://", 7) == 0 || strncmp(s, "https://", 8) == 0;
+}
+
+/* A Location value: no byte of the request can break the header. */
+static void
+set_location(const char *p, size_t len, bool with_args)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	size_t i, n = 0;
+	unsigned char ch;
+
+	for (i = 0; i < len && n + 4 < sizeof(rt.text); i++) {
+		ch = (unsigned char)p[i];
+		if (ch <= 0x20 || ch >= 0x7f) {
+			rt.text[n++] = '%';
+			rt.text[n++] = hex[ch >> 4];
+			rt.text[n++] = hex[ch & 15];
+		} else
+			rt.text[n++] = (char)ch;
+	}
+	if (with_args && rt.args != NULL && rt.argslen > 0 &&
+	    n + 1 < sizeof(rt.text)) {
+		rt.text[n++] = '?';
+		for (i = 0; i < rt.argslen && n + 4 < sizeof(rt.text); i++) {
+			ch = (unsigned char)rt.args[i];
+			if (ch <= 0x20 || ch >= 0x7f) {
+				rt.text[n++] = '%';
+				rt.text[n++] = hex[ch >> 4];
+				rt.text[n++] = hex[ch & 15];
+			} else
+				rt.text[n++] = (char)ch;
+		}
+	}
+	rt.text[n] = '\0';
+	rt.textlen = n;
+}
+
+static void
+route_error(int status)
+{
+	rt.kind = K_ERROR;
+	rt.status = status;
+}
+
+/*
+ * Runs the rewrites of l.  Returns the flag of the one that ended them,
+ * REWRITE_NEXT when none did (*changed says whether the URI changed),
+ * or -1 when the request is answered (redirect or error).
+ */
+static int
+run_rewrites(struct conn *c, const struct config_location *l,
+    bool *changed)
+{
+	const struct config_rewrite *rw;
+	char buf[PATH_MAX + 4096];
+	const char *q;
+	ssize_t n;
+	size_t ul;
+
+	*changed = false;
+	for (rw = l->rewrites; rw < l->rewrites + l->nrewrites; rw++) {
+		if (!re_match(rw->re, rt.uri, rt.urilen))
+			continue;
+		if ((n = request_expand(c, rw->to, buf, sizeof(buf))) < 0) {
+			route_error(500);
+			return -1;
+		}
+		q = memchr(buf, '?', (size_t)n);
+		ul = q ? (size_t)(q - buf) : (size_t)n;
+		if (q != NULL)
+			set_args(q + 1, (size_t)n - ul - 1);
+		if (rw->flag == REWRITE_REDIRECT || rw->flag ==
+		    REWRITE_PERMANENT || is_absolute(buf)) {
+			rt.kind = K_REDIRECT;
+			rt.status = rw->flag == REWRITE_PERMANENT ? 301 : 302;
+			set_location(buf, ul, true);
+			return -1;
+		}
+		if (!set_uri(buf, ul)) {
+			log_info("client %s: rewrite made a bad URI \"%.*s\"",
+			    c->peer, (int)ul, buf);
+			route_error(500);
+			return -1;
+		}
+		*changed = true;
+		if (rw->flag != REWRITE_NEXT)
+			return rw->flag;
+	}
+	return REWRITE_NEXT;
+}
+
+/* return = "301 URL", "404", "200 text". */
+static void
+run_return(struct conn *c, const struct config_location *l)
+{
+	ssize_t n = 0;
+	int st = l->return_status;
+
+	if (l->return_text != NULL && (n = request_expand(c, l->return_text,
+	    rt.text, sizeof(rt.text))) < 0) {
+		route_error(500);
+		return;
+	}
+	rt.status = st;
+	if (st == 301 || st == 302 || st == 303 || st == 307 || st == 308) {
+		char tmp[sizeof(rt.text)];
+
+		memcpy(tmp, rt.text, (size_t)n);
+		rt.kind = K_REDIRECT;
+		set_location(tmp, (size_t)n, false);
+	} else if (l->return_text != NULL) {
+		rt.kind = K_TEXT;
+		rt.textlen = (size_t)n;
+	} else
+		rt.kind = K_ERROR;
+}
+
+/* Access and limits ------------------------------------------------------ */
+
+/* nginx's order: limit_req, limit_conn, allow/deny, auth_basic. */
+static enum route_action
+run_access(struct conn *c, const struct config_location *l)
+{
+	int st;
+
+	if (l->limit_req_zone >= 0 && !c->limits_passed) {
+		st = limit_req(c, l, &rt.delay_ms);
+		if (st < 0)
+			return ROUTE_DELAY;
+		if (st > 0) {
+			route_error(st);
+			return ROUTE_ANSWER;
+		}
+	}
+	if (l->limit_conn_zone >= 0 && c->lc_zone < 0 &&
+	    (st = limit_conn_enter(c, l)) > 0) {
+		route_error(st);
+		return ROUTE_ANSWER;
+	}
+	if (!acl_allows(l, c->peer_family, c->peer_addr)) {
+		log_info("client %s: access forbidden by rule", c->peer);
+		route_error(403);
+		return ROUTE_ANSWER;
+	}
+	if (l->auth_realm != NULL && !auth_check(c, l)) {
+		route_error(401);
+		return ROUTE_ANSWER;
+	}
+	if (l->status)
+		return ROUTE_STATUS;
+	if (l->memcached_local)
+		return ROUTE_MEMCACHED;
+	return l->upstream >= 0 ? ROUTE_PROXY : ROUTE_ANSWER;
+}
+
+/* try_files ------------------------------------------------------------- */
+
+/* The path below the location's folder for a URI (root or alias). */
+static ssize_t
+map_path(const struct conn *c, const struct config_location *l,
+    const char *uri, size_t len, char *out, size_t outlen)
+{
+	char tmp[PATH_MAX];
+	const char *rest;
+	ssize_t n;
+	int status;
+
+	if (!l->alias) {
+		if (len >= outlen)
+			return -1;
+		memcpy(out, uri, len + 1);
+		return (ssize_t)len;
+	}
+	if (l->alias_tmpl != NULL) {
+		if ((n = request_expand(c, l->alias_tmpl, tmp, sizeof(tmp))) <
+		    0)
+			return -1;
+		/* Captures cannot climb out: normalised again below the
+		 * alias's fixed folder. */
+		return http_path_normalize(out, outlen, tmp, (size_t)n,
+		    &status);
+	}
+	rest = l->match == LOC_REGEX || len < l->prefix_len ? uri :
+	    uri + l->prefix_len;
+	n = snprintf(out, outlen, "%s%s", rest[0] == '/' ? "" : "/", rest);
+	return n < 0 || (size_t)n >= outlen ? -1 : n;
+}
+
+/* Tries each entry; the first that exists becomes $uri.  The last is a
+ * status or a URI to route again.  Returns false when re-routed. */
+static bool
+run_try_files(struct conn *c, const struct config_location *l)
+{
+	char uri[PATH_MAX], rel[PATH_MAX];
+	const char *q;
+	ssize_t n, r;
+	size_t i, ul;
+	int kind;
+
+	for (i = 0; i + 1 < l->ntry_files; i++) {
+		n = request_expand(c, l->try_files[i], uri, sizeof(uri));
+		if (n <= 0 || uri[0] != '/')
+			continue;
+		r = map_path(c, l, uri, (size_t)n, rel, sizeof(rel));
+		if (r < 0)
+			continue;
+		kind = static_probe(l, rel, (size_t)r);
+		if ((kind == 1 && uri[n - 1] != '/') ||
+		    (kind == 2 && uri[n - 1] == '/')) {
+			set_uri(uri, (size_t)n);
+			return true;
+		}
+	}
+	n = request_expand(c, l->try_files[i], uri, sizeof(uri));
+	if (n > 1 && uri[0] == '=') {
+		route_error(atoi(uri + 1));
+		return true;
+	}
+	q = n > 0 ? memchr(uri, '?', (size_t)n) : NULL;
+	ul = q ? (size_t)(q - uri) : (size_t)(n > 0 ? n : 0);
+	if (q != NULL)
+		set_args(q + 1, (size_t)n - ul - 1);
+	if (!set_uri(uri, ul)) {
+		route_error(500);
+		return true;
+	}
+	return false;
+}
+
+/* Routing ---------------------------------------------------------------- */
+
+static enum route_action
+route_uri(struct conn *c)
+{
+	const struct config_server *s = &worker.cf->servers[c->srv];
+	const struct config_location *l;
+	enum route_action act;
+	bool changed;
+	int flag;
+
+	if (run_rewrites(c, &s->base, &changed) < 0)
+		return ROUTE_ANSWER;
+	if (s->base.return_status != 0) {
+		run_return(c, &s->base);
+		return ROUTE_ANSWER;
+	}
+	for (;;) {
+		if (++rt.redirects > REDIRECTS_MAX) {
+			log_error("client %s: more than %d internal redirects "
+			    "for \"%s\"", c->peer, REDIRECTS_MAX, rt.uri);
+			route_error(500);
+			return ROUTE_ANSWER;
+		}
+		rt.ncap = 0;
+		l = c->loc = find_location(s, rt.uri, rt.urilen);
+		if ((flag = run_rewrites(c, l, &changed)) < 0)
+			return ROUTE_ANSWER;
+		/* A changed URI looks for its location again, as in nginx. */
+		if (flag == REWRITE_LAST || (flag == REWRITE_NEXT && changed))
+			continue;
+		if (l->return_status != 0) {
+			run_return(c, l);
+			return ROUTE_ANSWER;
+		}
+		act = run_access(c, l);
+		if (act != ROUTE_ANSWER || rt.kind != K_FILES)
+			return act;
+		if (l->ntry_files == 0 || run_try_files(c, l))
+			return ROUTE_ANSWER;
+	}
+}
+
+enum route_action
+request_route(struct conn *c)
+{
+	const struct config_server *s = &worker.cf->servers[c->srv];
+	const struct http_request *r = &c->req;
+	ssize_t len;
+	int status;
+
+	c->loc = &s->base;
+	c->in_error_page = false;
+	rt.kind = K_FILES;
+	rt.redirects = 0;
+	rt.ncap = 0;
+	rt.args = r->query.p;
+	rt.argslen = r->query.len;
+	if (r->method == HTTP_M_CONNECT) {
+		route_error(405);
+		return ROUTE_ANSWER;
+	}
+	if (r->method == HTTP_M_OPTIONS && r->path.len == 1 &&
+	    r->path.p[0] == '*') {
+		rt.kind = K_OPTIONS;
+		return ROUTE_ANSWER;
+	}
+	len = http_path_normalize(rt.uri, sizeof(rt.uri), r->path.p,
+	    r->path.len, &status);
+	if (len < 0) {
+		log_info("client %s: bad path \"%.*s\"", c->peer,
+		    (int)r->path.len, r->path.p);
+		route_error(status);
+		return ROUTE_ANSWER;
+	}
+	rt.urilen = (size_t)len;
+	return route_uri(c);
+}
+
+int
+request_delay_ms(void)
+{
+	return rt.delay_ms;
+}
+
+void
+request_end(struct conn *c)
+{
+	limit_conn_leave(c);
+}
+
+/* Handlers ---------------------------------------------------------------- */
 
 static void
 handle_options(struct conn *c)
@@ -50,13 +563,55 @@ handle_options(struct conn *c)
 	resp_done(c, 200, 0);
 }
 
-void
-request_handle(struct conn *c)
+static void
+handle_redirect(struct conn *c, int status, const char *url, size_t len)
 {
-	struct http_request *r = &c->req;
-	char path[PATH_MAX];
-	ssize_t len;
-	int status;
+	char hdr[sizeof(rt.text) + 16];
+	int n;
+
+	n = snprintf(hdr, sizeof(hdr), "Location: %.*s\r\n", (int)len, url);
+	if (n < 0 || (size_t)n >= sizeof(hdr)) {
+		resp_error(c, 500);
+		return;
+	}
+	resp_error_hdr(c, status, hdr, (size_t)n);
+}
+
+static void
+handle_text(struct conn *c)
+{
+	resp_status(c, rt.status);
+	resp_header(c, "Content-Type: text/plain\r\n", 26);
+	resp_end_headers(c, (int64_t)rt.textlen);
+	if (!resp_is_head(c))
+		resp_body_copy(c, rt.text, rt.textlen);
+	resp_done(c, rt.status, resp_is_head(c) ? 0 : rt.textlen);
+}
+
+/* "/.git/config" and "/.env" are not served; "/.well-known/" is. */
+static bool
+dotfile(const char *uri, size_t len)
+{
+	const char *p = uri, *end = uri + len;
+
+	for (; p < end; p++) {
+		if (*p != '/' || p + 1 >= end || p[1] != '.')
+			continue;
+		if (p == uri && len >= 13 && strncmp(p, "/.well-known/", 13) ==
+		    0)
+			continue;
+		return true;
+	}
+	return false;
+}
+
+static void
+handle_files(struct conn *c)
+{
+	const struct config_location *l = c->loc;
+	const struct http_request *r = &c->req;
+	char rel[PATH_MAX];
+	ssize_t n;
 
 	switch (r->method) {
 	case HTTP_M_GET:
@@ -74,38 +629,79 @@ request_handle(struct conn *c)
 		resp_error(c, 405);
 		return;
 	}
-	len = http_path_normalize(path, sizeof(path), r->path.p, r->path.len,
-	    &status);
-	if (len < 0) {
-		log_info("client %s: bad path \"%.*s\"", c->peer,
-		    (int)r->path.len, r->path.p);
-		resp_error(c, status);
+	if (!l->dotfiles && dotfile(rt.uri, rt.urilen)) {
+		log_info("client %s: \"%s\" is a dotfile: forbidden", c->peer,
+		    rt.uri);
+		resp_error(c, 403);
 		return;
 	}
-	static_serve(c, c->srv, path, (size_t)len);
+	n = map_path(c, l, rt.uri, rt.urilen, rel, sizeof(rel));
+	if (n < 0) {
+		resp_error(c, 414);
+		return;
+	}
+	static_serve(c, l, rt.uri, rt.urilen, rel, (size_t)n, 0);
 }
 
-const struct config_location *
-request_location(struct conn *c)
+void
+request_handle(struct conn *c)
 {
-	const struct config_server *s = &worker.cf->servers[c->srv];
-	const struct config_location *l;
-	struct http_request *r = &c->req;
-	char path[PATH_MAX];
-	ssize_t len;
-	int status;
-
-	if (s->nlocations == 0 || r->method == HTTP_M_CONNECT)
-		return NULL;
-	len = http_path_normalize(path, sizeof(path), r->path.p, r->path.len,
-	    &status);
-	if (len < 0)
-		return NULL;
-	for (l = s->locations; l < s->locations + s->nlocations; l++)
-		if ((size_t)len >= l->prefix_len &&
-		    memcmp(path, l->prefix, l->prefix_len) == 0)
-			return l->upstream >= 0 || l->status ||
-			    l->memcached_local ? l : NULL;
-	return NULL;
+	switch (rt.kind) {
+	case K_OPTIONS:
+		handle_options(c);
+		break;
+	case K_ERROR:
+		resp_error(c, rt.status);
+		break;
+	case K_REDIRECT:
+		handle_redirect(c, rt.status, rt.text, rt.textlen);
+		break;
+	case K_TEXT:
+		handle_text(c);
+		break;
+	case K_FILES:
+		handle_files(c);
+		break;
+	}
 }
 
+/* error_page ------------------------------------------------------------ */
+
+bool
+request_error_page(struct conn *c, int status)
+{
+	const struct config_location *l = c->loc, *pl;
+	const struct config_error_page *ep = NULL;
+	const struct config_server *s;
+	char rel[PATH_MAX];
+	ssize_t n;
+	size_t i;
+
+	if (l == NULL || c->in_error_page || c->srv >= worker.cf->nservers)
+		return false;
+	for (i = 0; i < l->nerror_pages && ep == NULL; i++)
+		if (l->error_pages[i].status == status)
+			ep = &l->error_pages[i];
+	if (ep == NULL)
+		return false;
+	c->in_error_page = true;
+	if (is_absolute(ep->uri)) {
+		handle_redirect(c, 302, ep->uri, strlen(ep->uri));
+		return true;
+	}
+	/* Served from the files of the page's own location. */
+	s = &worker.cf->servers[c->srv];
+	if (!set_uri(ep->uri, strlen(ep->uri)))
+		return false;
+	rt.ncap = 0;
+	pl = find_location(s, rt.uri, rt.urilen);
+	if (pl->upstream >= 0)
+		return false;
+	n = map_path(c, pl, rt.uri, rt.urilen, rel, sizeof(rel));
+	if (n < 0 || static_probe(pl, rel, (size_t)n) != 1)
+		return false;
+	c->loc = pl;
+	static_serve(c, pl, rt.uri, rt.urilen, rel, (size_t)n,
+	    ep->answer ? ep->answer : status);
+	return true;
+}

@@ -10,6 +10,7 @@
 
 #include "master/config.h"
 #include "master/log.h"
+#include "worker/access.h"
 #include "worker/conn_impl.h"
 #include "worker/static.h"
 
@@ -38,6 +39,7 @@ resp_status(struct conn *c, int status)
 	const char *r;
 	size_t n;
 
+	c->resp_status = status;
 	if ((r = http_status_line(status, &n)) != NULL) {
 		obuf_add(c, r, n);
 	} else {
@@ -53,6 +55,7 @@ resp_status_reason(struct conn *c, int status, const char *reason,
 {
 	char *p;
 
+	c->resp_status = status;
 	/* The status is three digits: the parsers and callers see to it. */
 	if (status < 100 || status > 999 ||
 	    (p = obuf_reserve(c, 9 + 3 + 1 + len + 2)) == NULL) {
@@ -110,12 +113,36 @@ resp_header_u64(struct conn *c, const char *name, size_t len, uint64_t v)
 	obuf_commit(c, n + 2);
 }
 
+/* add_header: on success and redirects, or always with "always". */
+static void
+add_headers(struct conn *c)
+{
+	const struct config_location *l = c->loc;
+	const struct config_header *h;
+	bool ok;
+
+	if (l == NULL || l->nheaders == 0)
+		return;
+	switch (c->resp_status) {
+	case 200: case 201: case 204: case 206: case 301: case 302:
+	case 303: case 304: case 307: case 308:
+		ok = true;
+		break;
+	default:
+		ok = false;
+	}
+	for (h = l->headers; h < l->headers + l->nheaders; h++)
+		if (ok || h->always)
+			obuf_add(c, h->line, h->len);
+}
+
 void
 resp_end_headers(struct conn *c, int64_t len)
 {
 	static const char ka10[] = "Connection: keep-alive\r\n\r\n";
 	static const char close[] = "Connection: close\r\n\r\n";
 
+	add_headers(c);
 	if (len >= 0)
 		resp_header_u64(c, "Content-Length: ", 16, (uint64_t)len);
 	if (!c->keepalive) {
@@ -232,18 +259,30 @@ resp_error(struct conn *c, int status)
 void
 resp_error_hdr(struct conn *c, int status, const char *lines, size_t len)
 {
+	const char *chal;
 	char body[512];
+	size_t clen;
 	int n;
 
-	n = snprintf(body, sizeof(body),
-	    "<html>\r\n<head><title>%d %s</title></head>\r\n<body>\r\n"
-	    "<center><h1>%d %s</h1></center>\r\n"
-	    "<hr><center>corral</center>\r\n</body>\r\n</html>\r\n",
-	    status, http_reason(status), status, http_reason(status));
 	if (status_closes(status)) {
 		c->keepalive = false;
 		c->linger = true;
 	}
+	if (status == 401 && c->loc != NULL && c->loc->auth_realm != NULL) {
+		chal = auth_challenge(c->loc, &clen);
+		if (lines == NULL) {
+			lines = chal;
+			len = clen;
+		}
+	}
+	if (lines == NULL && status >= 400 && request_error_page(c, status))
+		return;
+	n = snprintf(body, sizeof(body),
+	    "<html>\r\n<head><title>%d %s</title></head>\r\n<body>\r\n"
+	    "<center><h1>%d %s</h1></center>\r\n"
+	    "<hr><center>%s</center>\r\n</body>\r\n</html>\r\n",
+	    status, http_reason(status), status, http_reason(status),
+	    worker.cf->server_tokens ? "corral/" PACKAGE_VERSION : "corral");
 	resp_status(c, status);
 	if (status == 405 || status == 501)
 		resp_header(c, resp_allow, resp_allow_len);

@@ -72,7 +72,9 @@ struct fentry {
 	size_t ghdr_len;
 	size_t getag_len;
 	char getag[56];
-	size_t srv;
+	char *ctype;			/* type with the location's charset */
+	const char *cs;			/* that charset, part of the key */
+	size_t srv;			/* in config.dirs */
 	size_t keylen;
 	char key[];
 };
@@ -116,6 +118,7 @@ fentry_free(struct fentry *fe)
 	free(fe->ghdr);
 	free(fe->skey);
 	free(fe->gkey);
+	free(fe->ctype);
 	free(fe);
 }
 
@@ -373,7 +376,25 @@ fentry_headers(struct fentry *fe)
 	return true;
 }
 
-/* Store keys: 'F' (and 'G' for gzip), server, file identity, path. */
+/* The types nginx's charset applies to (charset_types). */
+static bool
+charset_type(const char *t)
+{
+	static const char *const types[] = { "text/html", "text/plain",
+	    "text/xml", "text/css", "text/javascript",
+	    "application/javascript", "application/json",
+	    "application/xml", "application/rss+xml" };
+	size_t n = strcspn(t, ";");
+
+	while (n > 0 && t[n - 1] == ' ')
+		n--;
+	for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++)
+		if (strlen(types[i]) == n && strncmp(types[i], t, n) == 0)
+			return true;
+	return false;
+}
+
+/* Store keys: 'F' (and 'G' for gzip), folder, file identity, path. */
 static bool
 fentry_store_key(struct fentry *fe)
 {
@@ -418,6 +439,18 @@ fentry_load(struct fcache *fc, struct fentry *fe, int fd,
 	fe->type = mime_lookup(rt->mime, fe->key, fe->keylen);
 	if (fe->type == NULL)
 		fe->type = fc->cf->default_type;
+	if (fe->cs != NULL && charset_type(fe->type)) {
+		size_t n = strcspn(fe->type, ";");
+
+		if (asprintf(&fe->ctype, "%.*s; charset=%s", (int)n, fe->type,
+		    fe->cs) == -1) {
+			fe->ctype = NULL;
+			fe->err = ENOMEM;
+			close(fd);
+			return;
+		}
+		fe->type = fe->ctype;
+	}
 	/* Compressed once into the store, for every worker. */
 	fe->gz = fc->cf->gzip && worker.store != NULL &&
 	    (uint64_t)fe->size >= fc->cf->gzip_min_length && fe->size > 0 &&
@@ -449,8 +482,8 @@ fentry_load(struct fcache *fc, struct fentry *fe, int fd,
 }
 
 static struct fentry *
-fentry_open(struct fcache *fc, size_t srv, const char *path, size_t len,
-    uint64_t hash)
+fentry_open(struct fcache *fc, size_t srv, const char *cs, const char *path,
+    size_t len, uint64_t hash)
 {
 	struct fentry *fe;
 	struct stat st;
@@ -462,13 +495,14 @@ fentry_open(struct fcache *fc, size_t srv, const char *path, size_t len,
 	fe->fd = -1;
 	fe->hash = hash;
 	fe->srv = srv;
+	fe->cs = cs;
 	fe->keylen = len;
 	memcpy(fe->key, path, len);
 	fe->checked_ms = fe->used_ms = worker.now_ms;
 	fe->refs = 1;
 
 	/* "/a/b" opens "a/b" below the root; "/" opens the root itself. */
-	fd = open_beneath(worker.rt->root_fds[srv], len > 1 ? path + 1 : ".");
+	fd = open_beneath(worker.rt->dir_fds[srv], len > 1 ? path + 1 : ".");
 	if (fd == -1)
 		fe->err = errno;
 	else if (fstat(fd, &st) == -1) {
@@ -488,7 +522,7 @@ fentry_still_valid(struct fentry *fe)
 	struct stat st;
 	int fd;
 
-	fd = open_beneath(worker.rt->root_fds[fe->srv],
+	fd = open_beneath(worker.rt->dir_fds[fe->srv],
 	    fe->keylen > 1 ? fe->key + 1 : ".");
 	if (fd == -1)
 		return fe->err != 0 && errno == fe->err;
@@ -504,13 +538,16 @@ fentry_still_valid(struct fentry *fe)
 
 /* Returns a referenced entry for a path, from the cache when valid. */
 static struct fentry *
-fcache_get(struct fcache *fc, size_t srv, const char *path, size_t len)
+fcache_get(struct fcache *fc, size_t srv, const char *cs, const char *path,
+    size_t len)
 {
-	uint64_t hash = XXH3_64bits_withSeed(path, len, srv);
+	uint64_t hash = XXH3_64bits_withSeed(path, len,
+	    srv ^ (uint64_t)(uintptr_t)cs);
 	struct fentry *fe;
 
 	for (fe = fc->buckets[hash & fc->mask]; fe != NULL; fe = fe->hnext)
-		if (fe->hash == hash && fe->srv == srv && fe->keylen == len &&
+		if (fe->hash == hash && fe->srv == srv && fe->cs == cs &&
+		    fe->keylen == len &&
 		    memcmp(fe->key, path, len) == 0)
 			break;
 	if (fe != NULL) {
@@ -526,7 +563,8 @@ fcache_get(struct fcache *fc, size_t srv, const char *path, size_t len)
 					store_delete(worker.store, fe->gkey,
 					    fe->skeylen);
 				fcache_remove(fc, fe);
-				return fentry_open(fc, srv, path, len, hash);
+				return fentry_open(fc, srv, cs, path, len,
+				    hash);
 			}
 			fe->checked_ms = worker.now_ms;
 		}
@@ -536,7 +574,7 @@ fcache_get(struct fcache *fc, size_t srv, const char *path, size_t len)
 		fe->refs++;
 		return fe;
 	}
-	return fentry_open(fc, srv, path, len, hash);
+	return fentry_open(fc, srv, cs, path, len, hash);
 }
 
 /* Responses ----------------------------------------------------------- */
@@ -548,7 +586,7 @@ fentry_reopen(const struct fentry *fe)
 	struct stat st;
 	int fd;
 
-	fd = open_beneath(worker.rt->root_fds[fe->srv],
+	fd = open_beneath(worker.rt->dir_fds[fe->srv],
 	    fe->keylen > 1 ? fe->key + 1 : ".");
 	if (fd == -1)
 		return -1;
@@ -644,15 +682,44 @@ send_body(struct conn *c, struct fentry *fe, off_t off, off_t len)
 	resp_body_file(c, fe, fe->fd, off, len);
 }
 
+/* What the request being served asked of the files. */
+static struct {
+	const struct config_location *loc;
+	int status;			/* an error page's, else 0 */
+	char expires[128];		/* Cache-Control and Expires lines */
+	size_t elen;
+} cur;
+
+/* expires: Cache-Control max-age and Expires, on 200, 206 and 304. */
+static void
+make_expires(void)
+{
+	char date[HTTP_DATE_LEN + 1];
+	int64_t e = cur.loc != NULL ? cur.loc->expires : EXPIRES_OFF;
+	int n;
+
+	cur.elen = 0;
+	if (e == EXPIRES_OFF || cur.status != 0)
+		return;
+	http_date_format(worker.now + (time_t)e, date);
+	n = snprintf(cur.expires, sizeof(cur.expires), "Cache-Control: "
+	    "max-age=%lld\r\nExpires: %s\r\n", (long long)e, date);
+	if (n > 0 && (size_t)n < sizeof(cur.expires))
+		cur.elen = (size_t)n;
+}
+
 static void
 serve_whole(struct conn *c, struct fentry *fe)
 {
-	resp_status(c, 200);
+	int status = cur.status != 0 ? cur.status : 200;
+
+	resp_status(c, status);
 	resp_header(c, fe->hdr, fe->hdr_len);
+	resp_header(c, cur.expires, cur.elen);
 	resp_end_headers(c, fe->size);
 	if (!resp_is_head(c))
 		send_body(c, fe, 0, fe->size);
-	resp_done(c, 200, resp_is_head(c) ? 0 : (uint64_t)fe->size);
+	resp_done(c, status, resp_is_head(c) ? 0 : (uint64_t)fe->size);
 }
 
 static void
@@ -662,6 +729,7 @@ serve_not_modified(struct conn *c, struct fentry *fe)
 	/* Everything but Content-Type, which a 304 need not repeat. */
 	resp_header(c, strchr(fe->hdr, '\n') + 1,
 	    fe->hdr_len - (size_t)(strchr(fe->hdr, '\n') + 1 - fe->hdr));
+	resp_header(c, cur.expires, cur.elen);
 	resp_end_headers(c, -1);
 	resp_done(c, 304, 0);
 }
@@ -739,6 +807,7 @@ serve_gzip(struct conn *c, struct fentry *fe)
 		resp_header(c, strchr(fe->ghdr, '\n') + 1, fe->ghdr_len -
 		    (sizeof(GZ_CE) - 1) -
 		    (size_t)(strchr(fe->ghdr, '\n') + 1 - fe->ghdr));
+		resp_header(c, cur.expires, cur.elen);
 		resp_end_headers(c, -1);
 		resp_done(c, 304, 0);
 		return true;
@@ -749,6 +818,7 @@ serve_gzip(struct conn *c, struct fentry *fe)
 	}
 	resp_status(c, 200);
 	resp_header(c, fe->ghdr, fe->ghdr_len);
+	resp_header(c, cur.expires, cur.elen);
 	resp_end_headers(c, (int64_t)len);
 	if (resp_is_head(c)) {
 		store_release(worker.store, &ref);
@@ -774,6 +844,7 @@ serve_range(struct conn *c, const struct http_request *r, struct fentry *fe)
 		.mtime = fe->mtime, .size = (uint64_t)fe->size,
 		.max_ranges = worker.cf->max_ranges,
 		.part = send_part, .arg = fe,
+		.extra = cur.expires, .elen = cur.elen,
 	};
 
 	return resp_range(c, r, &rep);
@@ -784,6 +855,11 @@ serve_file(struct conn *c, struct fentry *fe)
 {
 	const struct http_request *r = conn_req(c);
 
+	if (cur.status != 0) {
+		/* An error page: its status, not a conditional answer. */
+		serve_whole(c, fe);
+		return;
+	}
 	/* Ranges address the file's own bytes: they are answered plain. */
 	if (fe->gkey != NULL && r->range.p == NULL &&
 	    http_accepts_gzip(http_header_get(r, "Accept-Encoding")) &&
@@ -852,16 +928,15 @@ redirect_slash(struct conn *c, const char *path, size_t len)
 static void
 serve_error(struct conn *c, struct fentry *fe)
 {
-	const struct config_server *srv = &worker.cf->servers[fe->srv];
+	const char *dir = worker.cf->dirs[fe->srv];
 
 	if (fe->err == ENOENT || fe->err == ENOTDIR)
-		log_info("\"%s%s\" not found", srv->root, fe->key);
+		log_info("\"%s%s\" not found", dir, fe->key);
 	else if (fe->err == EXDEV || fe->err == ELOOP)
-		log_warn("\"%s%s\" leads outside the root", srv->root,
-		    fe->key);
+		log_warn("\"%s%s\" leads outside the root", dir, fe->key);
 	else
 		log_at(fe->err == EMFILE || fe->err == ENFILE ? L_CRIT :
-		    L_ERROR, fe->err, "open \"%s%s\"", srv->root, fe->key);
+		    L_ERROR, fe->err, "open \"%s%s\"", dir, fe->key);
 	resp_error(c, errno_status(fe->err));
 }
 
@@ -869,18 +944,18 @@ serve_error(struct conn *c, struct fentry *fe)
 static void
 serve_index(struct conn *c, struct fentry *dir)
 {
-	const struct config_server *srv = &worker.cf->servers[dir->srv];
+	const struct config_location *l = cur.loc;
 	struct fcache *fc = worker.fcache;
 	char path[PATH_MAX];
 	struct fentry *fe;
 	size_t i, n;
 
-	for (i = 0; i < srv->nindex; i++) {
+	for (i = 0; i < l->nindex; i++) {
 		n = (size_t)snprintf(path, sizeof(path), "%s%s", dir->key,
-		    srv->index[i]);
+		    l->index[i]);
 		if (n >= sizeof(path))
 			continue;
-		fe = fcache_get(fc, dir->srv, path, n);
+		fe = fcache_get(fc, dir->srv, dir->cs, path, n);
 		if (fe == NULL)
 			continue;
 		if (fe->err == 0 && !fe->is_dir) {
@@ -895,8 +970,8 @@ serve_index(struct conn *c, struct fentry *dir)
 		}
 		fentry_release(fe);
 	}
-	log_error("directory index of \"%s%s\" is forbidden", srv->root,
-	    dir->key);
+	log_error("directory index of \"%s%s\" is forbidden",
+	    worker.cf->dirs[dir->srv], dir->key);
 	resp_error(c, 403);
 }
 
@@ -907,7 +982,7 @@ static_file_status(size_t srv, const char *path, size_t len)
 	struct fentry *fe;
 	int status;
 
-	fe = fcache_get(worker.fcache, srv, path, len);
+	fe = fcache_get(worker.fcache, (size_t)s->base.dir, NULL, path, len);
 	if (fe == NULL) {
 		log_at(L_ERROR, errno, "file cache");
 		return 500;
@@ -921,12 +996,30 @@ static_file_status(size_t srv, const char *path, size_t len)
 	return status;
 }
 
+int
+static_probe(const struct config_location *l, const char *rel, size_t len)
+{
+	struct fentry *fe;
+	int kind;
+
+	fe = fcache_get(worker.fcache, (size_t)l->dir, l->charset, rel, len);
+	if (fe == NULL)
+		return 0;
+	kind = fe->err != 0 ? 0 : fe->is_dir ? 2 : 1;
+	fentry_release(fe);
+	return kind;
+}
+
 void
-static_serve(struct conn *c, size_t srv, const char *path, size_t len)
+static_serve(struct conn *c, const struct config_location *l,
+    const char *uri, size_t urilen, const char *rel, size_t len, int status)
 {
 	struct fentry *fe;
 
-	fe = fcache_get(worker.fcache, srv, path, len);
+	cur.loc = l;
+	cur.status = status;
+	make_expires();
+	fe = fcache_get(worker.fcache, (size_t)l->dir, l->charset, rel, len);
 	if (fe == NULL) {
 		log_at(L_ERROR, errno, "file cache");
 		resp_error(c, 500);
@@ -936,8 +1029,8 @@ static_serve(struct conn *c, size_t srv, const char *path, size_t len)
 		serve_error(c, fe);
 	else if (!fe->is_dir)
 		serve_file(c, fe);
-	else if (path[len - 1] != '/')
-		redirect_slash(c, path, len);
+	else if (rel[len - 1] != '/')
+		redirect_slash(c, uri, urilen);
 	else
 		serve_index(c, fe);
 	fentry_release(fe);

@@ -11,7 +11,8 @@
 struct mime_table;
 
 /*
- * Loads "type ext ext ..." lines ('#' starts a comment).  On error returns
+ * Loads "type ext ext ..." lines ('#' starts a comment), or the built-in
+ * table (etc/mime.types as shipped) when path is NULL.  On error returns
  * NULL with "FILE:LINE: what is wrong" in err.
  */
 struct mime_table *mime_load(const char *path, char *err, size_t errlen);
@@ -43,11 +44,21 @@ void fcache_expire(struct fcache *fc);
 void fentry_ref(struct fentry *fe);
 void fentry_release(struct fentry *fe);
 
+struct config_location;
+
 /*
- * Answers a GET or HEAD for the normalised path (NUL-terminated, starts
- * with '/') from server number srv.
+ * Answers a GET or HEAD from the folder of location l: rel is the path
+ * below it (normalised, NUL-terminated, starts with '/'), uri the
+ * request's, for a redirect to the folder.  status is 0, or the status
+ * an error page is sent with.
  */
-void static_serve(struct conn *c, size_t srv, const char *path, size_t len);
+void static_serve(struct conn *c, const struct config_location *l,
+    const char *uri, size_t urilen, const char *rel, size_t len, int status);
+
+/* What rel is below l's folder: 0 nothing that can be served, 1 a file,
+ * 2 a folder. */
+int static_probe(const struct config_location *l, const char *rel,
+    size_t len);
 
 /*
  * Whether the normalised path names a regular file beneath server srv's

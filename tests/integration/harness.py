@@ -497,7 +497,9 @@ class Corral:
     One server instance in its own temp dir.  Keyword arguments override
     top-level directives (None drops one); server= overrides the default
     server block; vhosts= adds more blocks (dicts with names, root, index,
-    access_log; a relative root is made under the temp dir).
+    access_log; a relative root is made under the temp dir).  A '_raw'
+    key, at the top or in a server, is config text written as it is
+    (locations, sections).
     """
 
     STRING_KEYS = {'error_log', 'log_level', 'pid_file', 'mime_types',
@@ -583,7 +585,9 @@ class Corral:
     def config_text(self):
         out = []
         for k, v in self.directives.items():
-            if isinstance(v, dict):	# a section, e.g. cache { ... }
+            if k == '_raw':
+                out.append(v)
+            elif isinstance(v, dict):	# a section, e.g. cache { ... }
                 out.append('%s {' % k)
                 out.extend('  %s = %s' % (sk, self.value(sk, sv))
                            for sk, sv in v.items() if sv is not None)
@@ -593,7 +597,9 @@ class Corral:
         for s in self.servers:
             out.append('server {')
             for k, v in s.items():
-                if isinstance(v, dict):	# 'location "/x"': {...}
+                if k == '_raw':
+                    out.append(v)
+                elif isinstance(v, dict):	# 'location "/x"': {...}
                     out.append('  %s {' % k)
                     out.extend('    %s = %s' % (sk, self.value(sk, sv))
                                for sk, sv in v.items() if sv is not None)

@@ -1,0 +1,133 @@
+/*
+ * Inside the config loader, shared by its files: config.c (the table,
+ * units, global checks and building), config_site.c (what a server and
+ * its locations may set) and config_include.c (include() and the map of
+ * output lines back to files).  Nothing else includes it.
+ */
+#ifndef CORRAL_CONFIG_IMPL_H
+#define CORRAL_CONFIG_IMPL_H
+
+#include <confuse.h>
+#include <limits.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "master/config.h"
+
+#define nitems(a)	(sizeof(a) / sizeof((a)[0]))
+
+#define OPT_LINES_MAX	4096	/* options whose line is remembered */
+#define INCLUDE_DEPTH	8
+#define OPTS_MAX	128	/* global options */
+
+/*
+ * State of one config_load().  libconfuse callbacks carry no user pointer,
+ * hence the file-scope pointer; like libconfuse itself, loading is not
+ * thread-safe.
+ */
+struct loader {
+	const char *path;		/* as the caller wrote it */
+	char *err;
+	size_t errlen;
+	bool failed;			/* keep the first error only */
+	bool oom;
+	cfg_t *cfg;
+	char dir[PATH_MAX];		/* real path of the config's folder */
+	char file[PATH_MAX];
+	char tmp[PATH_MAX];
+	char result[PATH_MAX];		/* value handed back to libconfuse */
+	int line[OPTS_MAX];		/* where each global option was set */
+	struct {
+		cfg_t *sec;		/* a location section */
+		int line;		/* where its proxy was set */
+	} proxy_lines[64];
+	size_t nproxy_lines;
+	struct tls_lines {
+		cfg_t *sec;		/* a server or the tls section */
+		int cert, key;		/* where tls_certificate(_key) or
+					   ciphers(uites) were set */
+	} *tls_lines;
+	size_t ntls_lines;
+	int tls_listen_line;		/* the first listen with "tls" */
+	int cache_line;			/* see struct config_cache */
+	int mc_line;			/* the memcached section's end */
+	int mc_max_item_line;
+
+	/* Lines of options in sections, for checks made after parsing. */
+	struct {
+		cfg_t *sec;
+		const char *name;
+		int line;
+	} opt_lines[OPT_LINES_MAX];
+	size_t nopt_lines;
+
+	/* The files the text came from, and the map of its lines. */
+	char **files;
+	size_t nfiles;
+	struct config_src *map;
+	size_t nmap;
+
+	/* Built while parsing: folders, htpasswd files (site). */
+	struct config *cf;
+};
+
+extern struct loader *ld;
+
+/* Errors with an output line (mapped back to its file), or 0 for none. */
+void fail(int line, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* A warning with a file and line; goes to the log (stderr at -t). */
+void warn_at(int line, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+char *copy(const char *s);
+int join_path(char *buf, size_t len, const char *dir, const char *name);
+int parse_scaled_size(const char *s, uint64_t *out);
+int parse_scaled_time(const char *s, uint64_t *out);
+
+/* Remembers and finds the line where an option of a section was set. */
+void opt_line_note(cfg_t *sec, const char *name, int line);
+int opt_line(cfg_t *sec, const char *name);
+
+/* config_include.c: the file with its includes expanded and comments
+ * blanked; NULL after fail(). */
+char *include_expand(const char *path, size_t *lenp);
+void include_free(void);
+
+/* config_site.c */
+#define SITE_SCOPE_OPTS							\
+	CFG_STR("return", NULL, CFGF_NODEFAULT),			\
+	CFG_STR_LIST("rewrite", NULL, CFGF_NODEFAULT),			\
+	CFG_STR_LIST("try_files", NULL, CFGF_NODEFAULT),		\
+	CFG_STR_LIST("error_page", NULL, CFGF_NODEFAULT),		\
+	CFG_STR_LIST("allow", NULL, CFGF_NODEFAULT),			\
+	CFG_STR_LIST("deny", NULL, CFGF_NODEFAULT),			\
+	CFG_STR("auth_basic", NULL, CFGF_NODEFAULT),			\
+	CFG_STR("auth_basic_user_file", NULL, CFGF_NODEFAULT),		\
+	CFG_STR("max_body_size", NULL, CFGF_NODEFAULT),			\
+	CFG_STR("limit_req", NULL, CFGF_NODEFAULT),			\
+	CFG_STR("limit_conn", NULL, CFGF_NODEFAULT),			\
+	CFG_STR_LIST("add_header", NULL, CFGF_NODEFAULT),		\
+	CFG_STR("expires", NULL, CFGF_NODEFAULT),			\
+	CFG_STR("charset", NULL, CFGF_NODEFAULT),			\
+	CFG_BOOL("dotfiles", cfg_false, CFGF_NODEFAULT),		\
+	CFG_BOOL("gzip_static", cfg_false, CFGF_NODEFAULT)
+
+extern cfg_opt_t site_limit_zone_opts[];
+
+/* Validators of the site options, for "server|..." and
+ * "server|location|...". */
+void site_set_validators(cfg_t *cfg);
+/* Checks that need the whole file (zone names). */
+void site_check(cfg_t *cfg);
+/* Builds the server's own settings and its locations. */
+void site_build_server(cfg_t *cfg, cfg_t *sec, struct config *cf,
+    struct config_server *s);
+/* Builds limit zones and what the servers share. */
+void site_build(cfg_t *cfg, struct config *cf);
+void site_free(struct config *cf);
+
+/* A location's own fields (not the proxy's). */
+void site_free_location(struct config_location *l);
+
+#endif

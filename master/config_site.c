@@ -1,0 +1,1396 @@
+/*
+ * What a server and its locations may set, as an nginx administrator
+ * expects it: locations matched exactly, by prefix or by regular
+ * expression; rewrite and return; try_files; error_page; allow and deny;
+ * auth_basic; limits; headers.  Each value is checked where libconfuse
+ * reads it, so a mistake is reported with its file and line; regular
+ * expressions and variables are compiled once here, never per request.
+ */
+#define PCRE2_CODE_UNIT_WIDTH 8
+
+#include <sys/socket.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
+#include <ctype.h>
+#include <errno.h>
+#include <pcre2.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "master/config_impl.h"
+#include "master/log.h"
+#include "worker/vars.h"
+
+#define TOKEN_CHARS	"abcdefghijklmnopqrstuvwxyz" \
+			"ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789" \
+			"!#$%&'*+-.^_`|~"
+#define EXPIRES_MAX	(10LL * 365 * 86400)
+
+static int cb_zone_rate(cfg_t *, cfg_opt_t *, const char *, void *);
+
+cfg_opt_t site_limit_zone_opts[] = {
+	CFG_STR("key", "$remote_addr", CFGF_NONE),
+	CFG_INT_CB("rate", 0, CFGF_NODEFAULT, cb_zone_rate),
+	CFG_INT("status", 503, CFGF_NONE),
+	CFG_END()
+};
+
+/* "10r/s" or "600r/m": kept as requests per 1000 seconds. */
+static int
+cb_zone_rate(cfg_t *cfg, cfg_opt_t *opt, const char *value, void *result)
+{
+	uint64_t n = 0;
+	const char *p = value;
+
+	while (*p >= '0' && *p <= '9' && n < 1000000000)
+		n = n * 10 + (uint64_t)(*p++ - '0');
+	if (p == value || n == 0 || n >= 1000000000 ||
+	    (strcmp(p, "r/s") != 0 && strcmp(p, "r/m") != 0)) {
+		cfg_error(cfg, "invalid rate \"%s\" (like 10r/s or 30r/m)",
+		    value);
+		return -1;
+	}
+	*(long *)result = (long)(p[2] == 's' ? n * 1000 : n * 1000 / 60);
+	if (*(long *)result == 0)
+		*(long *)result = 1;
+	return 0;
+}
+
+/* Regular expressions ------------------------------------------------- */
+
+/* Compiles and JIT-compiles re; NULL with the reason and offset in err. */
+static pcre2_code *
+regex_compile(const char *re, bool caseless, char *err, size_t errlen)
+{
+	PCRE2_UCHAR msg[256];
+	PCRE2_SIZE off;
+	pcre2_code *code;
+	int rc;
+
+	code = pcre2_compile((PCRE2_SPTR)re, PCRE2_ZERO_TERMINATED,
+	    caseless ? PCRE2_CASELESS : 0, &rc, &off, NULL);
+	if (code == NULL) {
+		pcre2_get_error_message(rc, msg, sizeof(msg));
+		snprintf(err, errlen, "bad regular expression \"%s\" at "
+		    "offset %zu: %s", re, (size_t)off, (char *)msg);
+		return NULL;
+	}
+	/* Without JIT (some architectures) the interpreter still works. */
+	(void)pcre2_jit_compile(code, PCRE2_JIT_COMPLETE);
+	return code;
+}
+
+static int
+regex_captures(const pcre2_code *code)
+{
+	uint32_t n = 0;
+
+	pcre2_pattern_info(code, PCRE2_INFO_CAPTURECOUNT, &n);
+	return n > 9 ? 9 : (int)n;
+}
+
+/* Splits a location title into how it matches and what. */
+static int
+parse_title(const char *title, const char **what, bool *caseless)
+{
+	*caseless = false;
+	if (strncmp(title, "= ", 2) == 0)
+		*what = title + 2;
+	else if (strncmp(title, "^~ ", 3) == 0)
+		*what = title + 3;
+	else if (strncmp(title, "~* ", 3) == 0)
+		*what = title + 3, *caseless = true;
+	else if (strncmp(title, "~ ", 2) == 0)
+		*what = title + 2;
+	else
+		*what = title;
+	while (**what == ' ')
+		(*what)++;
+	switch (title[0]) {
+	case '=':
+		return LOC_EXACT;
+	case '^':
+		return LOC_PREFIX_STOP;
+	case '~':
+		return LOC_REGEX;
+	default:
+		return LOC_PREFIX;
+	}
+}
+
+/* Captures a string set in sec may use: those of its location's regex. */
+static int
+scope_captures(cfg_t *sec)
+{
+	const char *what;
+	pcre2_code *code;
+	char err[512];
+	bool ci;
+	int n;
+
+	if (sec == NULL || strcmp(sec->name, "location") != 0 ||
+	    parse_title(cfg_title(sec), &what, &ci) != LOC_REGEX)
+		return 0;
+	if ((code = regex_compile(what, ci, err, sizeof(err))) == NULL)
+		return 0;
+	n = regex_captures(code);
+	pcre2_code_free(code);
+	return n;
+}
+
+static int
+validate_location(cfg_t *cfg, cfg_opt_t *opt)
+{
+	cfg_t *sec = cfg_opt_getnsec(opt, cfg_opt_size(opt) - 1);
+	const char *title = cfg_title(sec), *what;
+	pcre2_code *code;
+	char err[512];
+	bool ci;
+	int m = parse_title(title, &what, &ci);
+
+	if (m == LOC_REGEX) {
+		if ((code = regex_compile(what, ci, err, sizeof(err))) ==
+		    NULL) {
+			cfg_error(cfg, "location \"%s\": %s", title, err);
+			return -1;
+		}
+		pcre2_code_free(code);
+	} else if (what[0] != '/') {
+		cfg_error(cfg, "location \"%s\" must start with '/' (or '= /',"
+		    " '^~ /', '~ ' or '~* ' and a regular expression)", title);
+		return -1;
+	}
+	if (cfg_getbool(sec, "status") && cfg_getstr(sec, "proxy") != NULL) {
+		cfg_error(cfg, "location \"%s\" ending here has both proxy "
+		    "and status; it can be one of them", title);
+		return -1;
+	}
+	if (cfg_size(sec, "root") > 0 && cfg_size(sec, "alias") > 0) {
+		cfg_error(cfg, "location \"%s\" has both root and alias",
+		    title);
+		return -1;
+	}
+	if (cfg_size(sec, "alias") > 0 && m != LOC_REGEX &&
+	    strchr(cfg_getstr(sec, "alias"), '$') != NULL) {
+		cfg_error(cfg, "location \"%s\": only a regex location's alias "
+		    "may use captures", title);
+		return -1;
+	}
+	opt_line_note(sec, "location", cfg->line);
+	return 0;
+}
+
+/* Templates ----------------------------------------------------------- */
+
+static struct vars_tmpl *
+compile(cfg_t *cfg, const char *what, const char *s, int captures)
+{
+	struct vars_tmpl *t;
+	char err[512];
+
+	if ((t = vars_compile(s, captures, err, sizeof(err))) == NULL)
+		cfg_error(cfg, "%s \"%s\": %s", what, s, err);
+	return t;
+}
+
+/* Checks that s compiles; used where the value is built later. */
+static int
+check_tmpl(cfg_t *cfg, const char *what, const char *s, int captures)
+{
+	struct vars_tmpl *t = compile(cfg, what, s, captures);
+
+	vars_free(t);
+	return t == NULL ? -1 : 0;
+}
+
+/* return ---------------------------------------------------------------- */
+
+static bool
+is_url(const char *s)
+{
+	return strncmp(s, "http://", 7) == 0 || strncmp(s, "https://", 8) == 0
+	    || s[0] == '$';
+}
+
+static bool
+is_redirect(int status)
+{
+	return status == 301 || status == 302 || status == 303 ||
+	    status == 307 || status == 308;
+}
+
+/* "301 https://$host$request_uri", "403", "200 text", or a bare URL. */
+static int
+parse_return(const char *v, int *status, const char **text)
+{
+	char *end;
+	long n;
+
+	if (is_url(v)) {
+		*status = 302;
+		*text = v;
+		return 0;
+	}
+	n = strtol(v, &end, 10);
+	if (end == v || n < 200 || n > 599 || (*end != ' ' && *end != '\0'))
+		return -1;
+	while (*end == ' ')
+		end++;
+	*status = (int)n;
+	*text = *end != '\0' ? end : NULL;
+	return is_redirect(*status) && *text == NULL ? -1 : 0;
+}
+
+static int
+validate_return(cfg_t *cfg, cfg_opt_t *opt)
+{
+	const char *v = cfg_opt_getnstr(opt, 0), *text;
+	int status;
+
+	if (parse_return(v, &status, &text) == -1) {
+		cfg_error(cfg, "invalid return \"%s\" (a status from 200 to 599"
+		    " and an optional text, a redirect status and a URL, or "
+		    "a URL)", v);
+		return -1;
+	}
+	return text ? check_tmpl(cfg, "return", text, scope_captures(cfg)) :
+	    0;
+}
+
+/* rewrite --------------------------------------------------------------- */
+
+static const char *const rewrite_flags[] = {
+	[REWRITE_NEXT] = "", [REWRITE_LAST] = "last",
+	[REWRITE_BREAK] = "break", [REWRITE_REDIRECT] = "redirect",
+	[REWRITE_PERMANENT] = "permanent",
+};
+
+/*
+ * "REGEX REPLACEMENT [FLAG]", split at spaces; the regex may be quoted
+ * with single quotes when it has spaces.  The pieces are written into
+ * buf.
+ */
+static int
+split_rewrite(const char *v, char *buf, size_t len, char **re, char **to,
+    int *flag)
+{
+	char *p, *sp;
+	size_t i;
+
+	if (strlen(v) >= len)
+		return -1;
+	strcpy(buf, v);
+	p = buf;
+	while (*p == ' ')
+		p++;
+	*re = p;
+	if (*p == '\'') {
+		*re = ++p;
+		if ((p = strchr(p, '\'')) == NULL)
+			return -1;
+		*p++ = '\0';
+	} else {
+		p += strcspn(p, " ");
+		if (*p != '\0')
+			*p++ = '\0';
+	}
+	while (*p == ' ')
+		p++;
+	*to = p;
+	p += strcspn(p, " ");
+	sp = p;
+	while (*p == ' ')
+		p++;
+	*sp = '\0';
+	*flag = REWRITE_NEXT;
+	for (i = 1; *p != '\0' && i < nitems(rewrite_flags); i++)
+		if (strcmp(p, rewrite_flags[i]) == 0)
+			*flag = (int)i;
+	if ((*p != '\0' && *flag == REWRITE_NEXT) || **re == '\0' ||
+	    **to == '\0')
+		return -1;
+	return 0;
+}
+
+static int
+validate_rewrite(cfg_t *cfg, cfg_opt_t *opt)
+{
+	char buf[2048], err[512], *re, *to;
+	pcre2_code *code;
+	unsigned int i;
+	int flag, rc;
+
+	for (i = 0; i < cfg_opt_size(opt); i++) {
+		const char *v = cfg_opt_getnstr(opt, i);
+
+		if (split_rewrite(v, buf, sizeof(buf), &re, &to, &flag) ==
+		    -1) {
+			cfg_error(cfg, "invalid rewrite \"%s\" (a regular "
+			    "expression, a replacement, and last, break, "
+			    "redirect or permanent)", v);
+			return -1;
+		}
+		if ((code = regex_compile(re, false, err, sizeof(err))) ==
+		    NULL) {
+			cfg_error(cfg, "rewrite: %s", err);
+			return -1;
+		}
+		rc = check_tmpl(cfg, "rewrite", to, regex_captures(code));
+		pcre2_code_free(code);
+		if (rc == -1)
+			return -1;
+	}
+	return 0;
+}
+
+/* try_files -------------------------------------------------------------- */
+
+/* Runs for each value as it is read; the count is checked after. */
+static int
+validate_try_files(cfg_t *cfg, cfg_opt_t *opt)
+{
+	unsigned int i, n = cfg_opt_size(opt);
+	const char *v;
+	char *end;
+	long code;
+
+	opt_line_note(cfg, opt->name, cfg->line);
+	for (i = 0; i < n; i++) {
+		v = cfg_opt_getnstr(opt, i);
+		if (v[0] == '=') {
+			code = strtol(v + 1, &end, 10);
+			if (end == v + 1 || *end != '\0' || code < 200 ||
+			    code > 599) {
+				cfg_error(cfg, "try_files: invalid \"%s\" (=404 "
+				    "or another status)", v);
+				return -1;
+			}
+			continue;
+		}
+		if (v[0] != '/' && v[0] != '$') {
+			cfg_error(cfg, "try_files: \"%s\" must start with '/' "
+			    "or a variable", v);
+			return -1;
+		}
+		if (check_tmpl(cfg, "try_files", v, scope_captures(cfg)) == -1)
+			return -1;
+	}
+	return 0;
+}
+
+/* error_page -------------------------------------------------------------- */
+
+/* "404 /404.html", "500 502 503 504 /50x.html", "404 =200 /empty". */
+static int
+parse_error_page(const char *v, int *codes, size_t max, size_t *ncodes,
+    int *answer, const char **uri)
+{
+	const char *p = v;
+	char *end;
+	long n;
+
+	*ncodes = 0;
+	*answer = 0;
+	for (;;) {
+		while (*p == ' ')
+			p++;
+		if (*p == '=') {
+			n = strtol(p + 1, &end, 10);
+			if (end == p + 1 || *end != ' ' || n < 200 || n > 599)
+				return -1;
+			*answer = (int)n;
+			p = end;
+			continue;
+		}
+		if (*p < '0' || *p > '9')
+			break;
+		n = strtol(p, &end, 10);
+		if (n < 300 || n > 599 || *end != ' ' || *ncodes == max ||
+		    *answer != 0)
+			return -1;
+		codes[(*ncodes)++] = (int)n;
+		p = end;
+	}
+	*uri = p;
+	if (*ncodes == 0 || (p[0] != '/' && !is_url(p)) ||
+	    strchr(p, ' ') != NULL)
+		return -1;
+	return 0;
+}
+
+static int
+validate_error_page(cfg_t *cfg, cfg_opt_t *opt)
+{
+	int codes[32], answer;
+	const char *uri;
+	size_t n;
+	unsigned int i;
+
+	for (i = 0; i < cfg_opt_size(opt); i++)
+		if (parse_error_page(cfg_opt_getnstr(opt, i), codes,
+		    nitems(codes), &n, &answer, &uri) == -1) {
+			cfg_error(cfg, "invalid error_page \"%s\" (statuses "
+			    "from 300 to 599, an optional =STATUS, and a URI "
+			    "starting with '/' or a URL)",
+			    cfg_opt_getnstr(opt, i));
+			return -1;
+		}
+	return 0;
+}
+
+/* allow, deny -------------------------------------------------------------- */
+
+static int
+parse_acl(const char *v, bool allow, struct config_acl *a)
+{
+	char addr[INET6_ADDRSTRLEN + 1];
+	const char *slash = strchr(v, '/');
+	size_t n = slash ? (size_t)(slash - v) : strlen(v);
+	unsigned max, i;
+	char *end;
+	long bits;
+
+	memset(a, 0, sizeof(*a));
+	a->allow = allow;
+	if (strcmp(v, "all") == 0) {
+		a->all = true;
+		return 0;
+	}
+	if (n >= sizeof(addr))
+		return -1;
+	memcpy(addr, v, n);
+	addr[n] = '\0';
+	a->family = strchr(addr, ':') ? AF_INET6 : AF_INET;
+	if (inet_pton(a->family, addr, a->addr) != 1)
+		return -1;
+	max = a->family == AF_INET ? 32 : 128;
+	bits = max;
+	if (slash != NULL) {
+		bits = strtol(slash + 1, &end, 10);
+		if (end == slash + 1 || *end != '\0' || bits < 0 ||
+		    bits > (long)max)
+			return -1;
+	}
+	a->bits = (unsigned)bits;
+	/* Host bits set under the mask are a typo more often than not. */
+	for (i = a->bits; i < max; i++)
+		if (a->addr[i / 8] & (0x80 >> (i % 8)))
+			return -1;
+	return 0;
+}
+
+static int
+validate_acl(cfg_t *cfg, cfg_opt_t *opt)
+{
+	struct config_acl a;
+	unsigned int i;
+	bool allow = strcmp(opt->name, "allow") == 0;
+
+	for (i = 0; i < cfg_opt_size(opt); i++)
+		if (parse_acl(cfg_opt_getnstr(opt, i), allow, &a) == -1) {
+			cfg_error(cfg, "invalid %s \"%s\" (an IPv4 or IPv6 "
+			    "address, with an optional /prefix length and no "
+			    "host bits past it, or \"all\")", opt->name,
+			    cfg_opt_getnstr(opt, i));
+			return -1;
+		}
+	opt_line_note(cfg, opt->name, cfg->line);
+	return 0;
+}
+
+/* auth_basic ---------------------------------------------------------------- */
+
+/* Which crypt(3) hashes are accepted; NULL when fine, else why not. */
+static const char *
+hash_refused(const char *h)
+{
+	static const char *const ok[] = { "$2y$", "$2b$", "$2a$", "$5$",
+	    "$6$", "$y$", "$gy$", "$7$" };
+	size_t i;
+
+	for (i = 0; i < nitems(ok); i++)
+		if (strncmp(h, ok[i], strlen(ok[i])) == 0)
+			return NULL;
+	if (strncmp(h, "$apr1$", 6) == 0 || strncmp(h, "$1$", 3) == 0)
+		return "is MD5 (htpasswd -m), which is too weak: make it "
+		    "again with htpasswd -B (bcrypt)";
+	if (strncmp(h, "{SHA}", 5) == 0)
+		return "is unsalted SHA-1 (htpasswd -s), which is too weak: "
+		    "make it again with htpasswd -B (bcrypt)";
+	if (h[0] != '$')
+		return "is plain crypt or clear text (htpasswd -d or -p), "
+		    "which is too weak: make it again with htpasswd -B "
+		    "(bcrypt)";
+	return "is of a kind corral does not know (bcrypt $2y$, SHA-crypt "
+	    "$5$ or $6$, or yescrypt $y$)";
+}
+
+/*
+ * Reads "user:hash" lines ('#' comments, blank lines).  On error returns
+ * -1 with the message in err.
+ */
+static int
+htpasswd_read(const char *path, struct config_htpasswd *h, char *err,
+    size_t errlen)
+{
+	char line[1024], *colon, *end;
+	const char *why;
+	struct config_user *u;
+	FILE *fp;
+	int n = 0;
+
+	memset(h, 0, sizeof(*h));
+	if ((fp = fopen(path, "r")) == NULL) {
+		snprintf(err, errlen, "auth_basic_user_file \"%s\": %s", path,
+		    strerror(errno));
+		return -1;
+	}
+	while (fgets(line, sizeof(line), fp) != NULL) {
+		n++;
+		line[strcspn(line, "\r\n")] = '\0';
+		if (line[0] == '\0' || line[0] == '#')
+			continue;
+		colon = strchr(line, ':');
+		if (colon == NULL || colon == line) {
+			snprintf(err, errlen, "%s:%d: expected user:hash",
+			    path, n);
+			goto fail;
+		}
+		*colon++ = '\0';
+		/* Apache's digest files have a realm field after it. */
+		if ((end = strchr(colon, ':')) != NULL)
+			*end = '\0';
+		if ((why = hash_refused(colon)) != NULL) {
+			snprintf(err, errlen, "%s:%d: the password of \"%s\" "
+			    "%s", path, n, line, why);
+			goto fail;
+		}
+		if (h->nusers % 16 == 0) {
+			u = realloc(h->users, (h->nusers + 16) * sizeof(*u));
+			if (u == NULL)
+				goto oom;
+			h->users = u;
+		}
+		u = &h->users[h->nusers];
+		u->name = strdup(line);
+		u->hash = strdup(colon);
+		h->nusers++;
+		if (u->name == NULL || u->hash == NULL)
+			goto oom;
+	}
+	if (ferror(fp)) {
+		snprintf(err, errlen, "auth_basic_user_file \"%s\": %s", path,
+		    strerror(errno));
+		goto fail;
+	}
+	fclose(fp);
+	if (h->nusers == 0) {
+		snprintf(err, errlen, "auth_basic_user_file \"%s\" has no "
+		    "users", path);
+		goto fail_closed;
+	}
+	return 0;
+oom:
+	snprintf(err, errlen, "out of memory");
+fail:
+	fclose(fp);
+fail_closed:
+	for (size_t i = 0; i < h->nusers; i++) {
+		free(h->users[i].name);
+		free(h->users[i].hash);
+	}
+	free(h->users);
+	memset(h, 0, sizeof(*h));
+	return -1;
+}
+
+static void
+htpasswd_free(struct config_htpasswd *h)
+{
+	for (size_t i = 0; i < h->nusers; i++) {
+		free(h->users[i].name);
+		free(h->users[i].hash);
+	}
+	free(h->users);
+	free(h->path);
+}
+
+static int
+validate_user_file(cfg_t *cfg, cfg_opt_t *opt)
+{
+	struct config_htpasswd h;
+	char path[PATH_MAX], err[PATH_MAX + 256];
+
+	if (join_path(path, sizeof(path), ld->dir, cfg_opt_getnstr(opt, 0)) ==
+	    -1 || htpasswd_read(path, &h, err, sizeof(err)) == -1) {
+		cfg_error(cfg, "%s", err);
+		return -1;
+	}
+	h.path = NULL;
+	htpasswd_free(&h);
+	opt_line_note(cfg, opt->name, cfg->line);
+	return 0;
+}
+
+static int
+validate_auth(cfg_t *cfg, cfg_opt_t *opt)
+{
+	const char *v = cfg_opt_getnstr(opt, 0);
+
+	if (v[0] == '\0' || strpbrk(v, "\"\\\r\n") != NULL) {
+		cfg_error(cfg, "auth_basic must be a realm without quotes or "
+		    "backslashes, or \"off\"");
+		return -1;
+	}
+	opt_line_note(cfg, opt->name, cfg->line);
+	return 0;
+}
+
+/* Limits --------------------------------------------------------------- */
+
+static int
+validate_body_size(cfg_t *cfg, cfg_opt_t *opt)
+{
+	uint64_t v;
+
+	if (parse_scaled_size(cfg_opt_getnstr(opt, 0), &v) == -1) {
+		cfg_error(cfg, "invalid size \"%s\" for max_body_size (a "
+		    "number with an optional k, m or g; 0: no limit)",
+		    cfg_opt_getnstr(opt, 0));
+		return -1;
+	}
+	return 0;
+}
+
+/* "ZONE [burst=N] [nodelay]" */
+static int
+parse_limit_req(const char *v, char *zone, size_t zlen, int *burst,
+    bool *nodelay)
+{
+	const char *p = v;
+	size_t n = strcspn(p, " ");
+	char *end;
+	long b;
+
+	if (n == 0 || n >= zlen)
+		return -1;
+	memcpy(zone, p, n);
+	zone[n] = '\0';
+	*burst = 0;
+	*nodelay = false;
+	for (p += n; *p != '\0'; ) {
+		while (*p == ' ')
+			p++;
+		if (strncmp(p, "burst=", 6) == 0) {
+			b = strtol(p + 6, &end, 10);
+			if (end == p + 6 || b < 0 || b > 100000 ||
+			    (*end != ' ' && *end != '\0'))
+				return -1;
+			*burst = (int)b;
+			p = end;
+		} else if (strncmp(p, "nodelay", 7) == 0 &&
+		    (p[7] == ' ' || p[7] == '\0')) {
+			*nodelay = true;
+			p += 7;
+		} else if (*p != '\0')
+			return -1;
+	}
+	return 0;
+}
+
+/* "ZONE N", or "N" with the zone of the scope's limit_req. */
+static int
+parse_limit_conn(const char *v, char *zone, size_t zlen, int *max)
+{
+	const char *sp = strrchr(v, ' ');
+	const char *num = sp ? sp + 1 : v;
+	char *end;
+	long n;
+
+	zone[0] = '\0';
+	if (sp != NULL) {
+		if ((size_t)(sp - v) >= zlen || sp == v)
+			return -1;
+		memcpy(zone, v, (size_t)(sp - v));
+		zone[sp - v] = '\0';
+	}
+	n = strtol(num, &end, 10);
+	if (end == num || *end != '\0' || n < 1 || n > 1000000)
+		return -1;
+	*max = (int)n;
+	return 0;
+}
+
+static int
+validate_limit_req(cfg_t *cfg, cfg_opt_t *opt)
+{
+	char zone[128];
+	int burst;
+	bool nodelay;
+
+	if (parse_limit_req(cfg_opt_getnstr(opt, 0), zone, sizeof(zone),
+	    &burst, &nodelay) == -1) {
+		cfg_error(cfg, "invalid limit_req \"%s\" (a limit_zone name, "
+		    "then optional burst=N and nodelay)",
+		    cfg_opt_getnstr(opt, 0));
+		return -1;
+	}
+	opt_line_note(cfg, opt->name, cfg->line);
+	return 0;
+}
+
+static int
+validate_limit_conn(cfg_t *cfg, cfg_opt_t *opt)
+{
+	char zone[128];
+	int max;
+
+	if (parse_limit_conn(cfg_opt_getnstr(opt, 0), zone, sizeof(zone),
+	    &max) == -1) {
+		cfg_error(cfg, "invalid limit_conn \"%s\" (a limit_zone name "
+		    "and the most connections, like \"api 10\")",
+		    cfg_opt_getnstr(opt, 0));
+		return -1;
+	}
+	opt_line_note(cfg, opt->name, cfg->line);
+	return 0;
+}
+
+static int
+validate_zone(cfg_t *cfg, cfg_opt_t *opt)
+{
+	cfg_t *sec = cfg_opt_getnsec(opt, cfg_opt_size(opt) - 1);
+	long status = cfg_getint(sec, "status");
+
+	if (cfg_size(sec, "rate") == 0) {
+		cfg_error(cfg, "limit_zone \"%s\" ending here has no rate",
+		    cfg_title(sec));
+		return -1;
+	}
+	if (status != 429 && status != 503) {
+		cfg_error(cfg, "limit_zone \"%s\": status must be 429 or 503",
+		    cfg_title(sec));
+		return -1;
+	}
+	return check_tmpl(cfg, "limit_zone key", cfg_getstr(sec, "key"), 0);
+}
+
+/* Headers ---------------------------------------------------------------- */
+
+/* "Name: value [always]" */
+static int
+parse_header(const char *v, char *line, size_t len, bool *always)
+{
+	size_t n = strspn(v, TOKEN_CHARS), vl;
+	const char *val;
+
+	if (n == 0 || v[n] != ':')
+		return -1;
+	val = v + n + 1;
+	while (*val == ' ')
+		val++;
+	vl = strlen(val);
+	*always = vl >= 7 && strcmp(val + vl - 7, " always") == 0;
+	if (*always)
+		vl -= 7;
+	while (vl > 0 && val[vl - 1] == ' ')
+		vl--;
+	for (size_t i = 0; i < vl; i++)
+		if ((unsigned char)val[i] < 0x20 || val[i] == 0x7f)
+			return -1;
+	if (n + 2 + vl + 3 > len)
+		return -1;
+	snprintf(line, len, "%.*s: %.*s\r\n", (int)n, v, (int)vl, val);
+	return 0;
+}
+
+static int
+validate_add_header(cfg_t *cfg, cfg_opt_t *opt)
+{
+	char line[2048];
+	bool always;
+
+	for (unsigned int i = 0; i < cfg_opt_size(opt); i++)
+		if (parse_header(cfg_opt_getnstr(opt, i), line, sizeof(line),
+		    &always) == -1) {
+			cfg_error(cfg, "invalid add_header \"%s\" (\"Name: "
+			    "value\", then optional \" always\")",
+			    cfg_opt_getnstr(opt, i));
+			return -1;
+		}
+	return 0;
+}
+
+static int
+parse_expires(const char *v, int64_t *out)
+{
+	uint64_t ms;
+
+	if (strcmp(v, "off") == 0) {
+		*out = EXPIRES_OFF;
+		return 0;
+	}
+	if (strcmp(v, "max") == 0) {
+		*out = EXPIRES_MAX;
+		return 0;
+	}
+	if (parse_scaled_time(v, &ms) == -1 || ms / 1000 > EXPIRES_MAX)
+		return -1;
+	*out = (int64_t)(ms / 1000);
+	return 0;
+}
+
+static int
+validate_expires(cfg_t *cfg, cfg_opt_t *opt)
+{
+	int64_t v;
+
+	if (parse_expires(cfg_opt_getnstr(opt, 0), &v) == -1) {
+		cfg_error(cfg, "invalid expires \"%s\" (a time like 30d or "
+		    "1h, \"max\" or \"off\")", cfg_opt_getnstr(opt, 0));
+		return -1;
+	}
+	return 0;
+}
+
+static int
+validate_charset(cfg_t *cfg, cfg_opt_t *opt)
+{
+	const char *v = cfg_opt_getnstr(opt, 0);
+
+	if (v[0] == '\0' || strspn(v, TOKEN_CHARS) != strlen(v)) {
+		cfg_error(cfg, "invalid charset \"%s\" (like utf-8, or off)",
+		    v);
+		return -1;
+	}
+	return 0;
+}
+
+static const struct {
+	const char *name;
+	cfg_validate_callback_t fn;
+} validators[] = {
+	{ "return",		validate_return },
+	{ "rewrite",		validate_rewrite },
+	{ "try_files",		validate_try_files },
+	{ "error_page",		validate_error_page },
+	{ "allow",		validate_acl },
+	{ "deny",		validate_acl },
+	{ "auth_basic",		validate_auth },
+	{ "auth_basic_user_file", validate_user_file },
+	{ "max_body_size",	validate_body_size },
+	{ "limit_req",		validate_limit_req },
+	{ "limit_conn",		validate_limit_conn },
+	{ "add_header",		validate_add_header },
+	{ "expires",		validate_expires },
+	{ "charset",		validate_charset },
+};
+
+void
+site_set_validators(cfg_t *cfg)
+{
+	char name[64];
+	size_t i;
+
+	for (i = 0; i < nitems(validators); i++) {
+		snprintf(name, sizeof(name), "server|%s", validators[i].name);
+		cfg_set_validate_func(cfg, name, validators[i].fn);
+		snprintf(name, sizeof(name), "server|location|%s",
+		    validators[i].name);
+		cfg_set_validate_func(cfg, name, validators[i].fn);
+	}
+	cfg_set_validate_func(cfg, "server|location", validate_location);
+	cfg_set_validate_func(cfg, "limit_zone", validate_zone);
+}
+
+/* Checks after parsing ---------------------------------------------------- */
+
+static int
+find_zone(cfg_t *cfg, const char *name)
+{
+	for (unsigned int i = 0; i < cfg_size(cfg, "limit_zone"); i++)
+		if (strcmp(cfg_title(cfg_getnsec(cfg, "limit_zone", i)), name)
+		    == 0)
+			return (int)i;
+	return -1;
+}
+
+static void
+check_scope(cfg_t *cfg, cfg_t *sec, cfg_t *srv)
+{
+	char zone[128];
+	int burst, max;
+	bool nodelay;
+
+	if (cfg_size(sec, "limit_req") > 0) {
+		parse_limit_req(cfg_getstr(sec, "limit_req"), zone,
+		    sizeof(zone), &burst, &nodelay);
+		if (find_zone(cfg, zone) < 0)
+			fail(opt_line(sec, "limit_req"), "limit_req: no "
+			    "limit_zone is named \"%s\"", zone);
+	}
+	if (cfg_size(sec, "limit_conn") > 0) {
+		parse_limit_conn(cfg_getstr(sec, "limit_conn"), zone,
+		    sizeof(zone), &max);
+		if (zone[0] == '\0' && cfg_size(sec, "limit_req") == 0 &&
+		    (srv == NULL || cfg_size(srv, "limit_req") == 0))
+			fail(opt_line(sec, "limit_conn"), "limit_conn: name "
+			    "the limit_zone (\"api %d\"), or set limit_req",
+			    max);
+		else if (zone[0] != '\0' && find_zone(cfg, zone) < 0)
+			fail(opt_line(sec, "limit_conn"), "limit_conn: no "
+			    "limit_zone is named \"%s\"", zone);
+	}
+	if (cfg_size(sec, "try_files") == 1 || (cfg_size(sec, "try_files") > 1 &&
+	    strchr(cfg_getnstr(sec, "try_files", 0), '=') ==
+	    cfg_getnstr(sec, "try_files", 0)))
+		fail(opt_line(sec, "try_files"), "try_files needs what to try, "
+		    "then the fallback URI or =CODE last");
+	for (unsigned int i = 1; i + 1 < cfg_size(sec, "try_files"); i++)
+		if (cfg_getnstr(sec, "try_files", i)[0] == '=')
+			fail(opt_line(sec, "try_files"), "try_files: =CODE "
+			    "can only be last");
+	if (cfg_size(sec, "auth_basic") > 0 &&
+	    strcmp(cfg_getstr(sec, "auth_basic"), "off") != 0 &&
+	    cfg_size(sec, "auth_basic_user_file") == 0 &&
+	    (srv == NULL || cfg_size(srv, "auth_basic_user_file") == 0))
+		fail(opt_line(sec, "auth_basic"), "auth_basic needs "
+		    "auth_basic_user_file");
+}
+
+void
+site_check(cfg_t *cfg)
+{
+	cfg_t *srv;
+	unsigned int i, j;
+	bool zones = cfg_size(cfg, "limit_zone") > 0;
+
+	for (i = 0; i < cfg_size(cfg, "server") && !ld->failed; i++) {
+		srv = cfg_getnsec(cfg, "server", i);
+		check_scope(cfg, srv, NULL);
+		for (j = 0; j < cfg_size(srv, "location") && !ld->failed; j++)
+			check_scope(cfg, cfg_getnsec(srv, "location", j), srv);
+	}
+	if (!ld->failed && zones &&
+	    cfg_getint(cfg_getsec(cfg, "cache"), "size") == 0)
+		fail(0, "limit_zone keeps its counts in the shared store: "
+		    "cache.size must not be 0");
+}
+
+/* Building ------------------------------------------------------------ */
+
+/* The value set in the location, else in the server, else NULL. */
+static cfg_opt_t *
+inherited(cfg_t *ls, cfg_t *srv, const char *name)
+{
+	if (ls != NULL && cfg_size(ls, name) > 0)
+		return cfg_getopt(ls, name);
+	if (srv != NULL && cfg_size(srv, name) > 0)
+		return cfg_getopt(srv, name);
+	return NULL;
+}
+
+/* Which scope set name: ls, srv, or NULL. */
+static cfg_t *
+setter(cfg_t *ls, cfg_t *srv, const char *name)
+{
+	if (ls != NULL && cfg_size(ls, name) > 0)
+		return ls;
+	if (srv != NULL && cfg_size(srv, name) > 0)
+		return srv;
+	return NULL;
+}
+
+static int
+dir_index(struct config *cf, const char *path)
+{
+	char **v;
+	size_t i;
+
+	for (i = 0; i < cf->ndirs; i++)
+		if (strcmp(cf->dirs[i], path) == 0)
+			return (int)i;
+	if ((v = realloc(cf->dirs, (cf->ndirs + 1) * sizeof(*v))) == NULL) {
+		ld->oom = true;
+		return 0;
+	}
+	cf->dirs = v;
+	if ((v[cf->ndirs] = copy(path)) == NULL)
+		return 0;
+	return (int)cf->ndirs++;
+}
+
+static int
+htpasswd_index(struct config *cf, const char *file, int line)
+{
+	struct config_htpasswd *v, h;
+	char path[PATH_MAX], err[PATH_MAX + 256];
+	size_t i;
+
+	if (join_path(path, sizeof(path), ld->dir, file) == -1) {
+		fail(line, "auth_basic_user_file: path too long");
+		return -1;
+	}
+	for (i = 0; i < cf->nhtpasswd; i++)
+		if (strcmp(cf->htpasswd[i].path, path) == 0)
+			return (int)i;
+	if (htpasswd_read(path, &h, err, sizeof(err)) == -1) {
+		fail(line, "%s", err);
+		return -1;
+	}
+	v = realloc(cf->htpasswd, (cf->nhtpasswd + 1) * sizeof(*v));
+	if (v == NULL || (h.path = copy(path)) == NULL) {
+		if (v != NULL)
+			cf->htpasswd = v;
+		htpasswd_free(&h);
+		ld->oom = true;
+		return -1;
+	}
+	cf->htpasswd = v;
+	v[cf->nhtpasswd] = h;
+	return (int)cf->nhtpasswd++;
+}
+
+static void
+build_files(cfg_t *ls, cfg_t *srv, struct config *cf,
+    struct config_location *l, const struct config_server *s)
+{
+	cfg_opt_t *o;
+	const char *alias;
+	char err[256];
+	int caps = l->re ? regex_captures(l->re) : 0;
+
+	l->dir = l->match == LOC_NONE ? dir_index(cf, s->root) : s->base.dir;
+	if (ls != NULL && cfg_size(ls, "root") > 0)
+		l->dir = dir_index(cf, cfg_getstr(ls, "root"));
+	if (ls != NULL && cfg_size(ls, "alias") > 0) {
+		alias = cfg_getstr(ls, "alias");
+		l->alias = true;
+		if (strchr(alias, '$') != NULL) {
+			/* The fixed folder, and the rest to expand. */
+			const char *slash = strchr(alias + 1, '$');
+
+			while (slash > alias && *slash != '/')
+				slash--;
+			snprintf(ld->tmp, sizeof(ld->tmp), "%.*s",
+			    (int)(slash - alias), alias);
+			l->dir = dir_index(cf, ld->tmp[0] ? ld->tmp : "/");
+			l->alias_tmpl = vars_compile(slash, caps, err,
+			    sizeof(err));
+			if (l->alias_tmpl == NULL)
+				fail(l->line, "alias \"%s\": %s", alias, err);
+		} else
+			l->dir = dir_index(cf, alias);
+	}
+	if (l->match == LOC_NONE)
+		l->index = s->index, l->nindex = s->nindex;
+	else if (ls != NULL && cfg_size(ls, "index") > 0) {
+		l->nindex = cfg_size(ls, "index");
+		if ((l->index = calloc(l->nindex, sizeof(char *))) == NULL)
+			ld->oom = true;
+		for (size_t i = 0; l->index && i < l->nindex; i++)
+			l->index[i] = copy(cfg_getnstr(ls, "index", i));
+	} else
+		l->index = s->index, l->nindex = s->nindex;
+	if ((o = inherited(ls, srv, "try_files")) != NULL) {
+		l->ntry_files = cfg_opt_size(o);
+		l->try_files = calloc(l->ntry_files, sizeof(*l->try_files));
+		if (l->try_files == NULL)
+			ld->oom = true;
+		for (size_t i = 0; l->try_files && i < l->ntry_files; i++)
+			l->try_files[i] = vars_compile(cfg_opt_getnstr(o,
+			    (unsigned)i), caps, err, sizeof(err));
+	}
+	l->dotfiles = (o = inherited(ls, srv, "dotfiles")) ?
+	    cfg_opt_getnbool(o, 0) : false;
+	l->gzip_static = (o = inherited(ls, srv, "gzip_static")) ?
+	    cfg_opt_getnbool(o, 0) : false;
+	if ((o = inherited(ls, srv, "charset")) != NULL &&
+	    strcmp(cfg_opt_getnstr(o, 0), "off") != 0)
+		l->charset = copy(cfg_opt_getnstr(o, 0));
+}
+
+static void
+build_rewrites(cfg_t *ls, cfg_t *srv, struct config_location *l)
+{
+	char buf[2048], err[512], *re, *to;
+	const char *text;
+	cfg_opt_t *o;
+	pcre2_code *code;
+	int flag;
+
+	/* The server's rewrites run before a location is chosen; a
+	 * location has only its own. */
+	if ((o = inherited(ls, ls ? NULL : srv, "rewrite")) != NULL) {
+		l->nrewrites = cfg_opt_size(o);
+		l->rewrites = calloc(l->nrewrites, sizeof(*l->rewrites));
+		if (l->rewrites == NULL) {
+			ld->oom = true;
+			l->nrewrites = 0;
+		}
+		for (size_t i = 0; i < l->nrewrites; i++) {
+			split_rewrite(cfg_opt_getnstr(o, (unsigned)i), buf,
+			    sizeof(buf), &re, &to, &flag);
+			code = regex_compile(re, false, err, sizeof(err));
+			l->rewrites[i].re = code;
+			l->rewrites[i].flag = flag;
+			if (code != NULL)
+				l->rewrites[i].to = vars_compile(to,
+				    regex_captures(code), err, sizeof(err));
+			if (code == NULL || l->rewrites[i].to == NULL)
+				ld->oom = true;
+		}
+	}
+	if ((o = inherited(ls, ls ? NULL : srv, "return")) != NULL &&
+	    parse_return(cfg_opt_getnstr(o, 0), &l->return_status, &text) ==
+	    0 && text != NULL) {
+		l->return_text = vars_compile(text, l->re ?
+		    regex_captures(l->re) : 0, err, sizeof(err));
+		if (l->return_text == NULL)
+			ld->oom = true;
+	}
+}
+
+static void
+build_acl(cfg_t *ls, cfg_t *srv, struct config_location *l)
+{
+	cfg_t *sa = setter(ls, srv, "allow"), *sd = setter(ls, srv, "deny");
+	cfg_opt_t *first, *second;
+	size_t n = 0, i;
+
+	/* Lists set in the location replace the server's, both of them. */
+	if (ls != NULL && (cfg_size(ls, "allow") || cfg_size(ls, "deny")))
+		sa = sd = ls;
+	first = sa ? cfg_getopt(sa, "allow") : NULL;
+	second = sd ? cfg_getopt(sd, "deny") : NULL;
+	if (first != NULL && cfg_opt_size(first) == 0)
+		first = NULL;
+	if (second != NULL && cfg_opt_size(second) == 0)
+		second = NULL;
+	if (first == NULL && second == NULL) {
+		l->acl_default_allow = true;
+		return;
+	}
+	/* The list written first is looked at first; a client that matches
+	 * no rule gets the opposite of the last list's verdict. */
+	if (first != NULL && second != NULL &&
+	    opt_line(sd, "deny") < opt_line(sa, "allow")) {
+		cfg_opt_t *t = first;
+
+		first = second;
+		second = t;
+	}
+	l->nacl = (first ? cfg_opt_size(first) : 0) +
+	    (second ? cfg_opt_size(second) : 0);
+	if ((l->acl = calloc(l->nacl, sizeof(*l->acl))) == NULL) {
+		ld->oom = true;
+		l->nacl = 0;
+		return;
+	}
+	for (i = 0; first && i < cfg_opt_size(first); i++)
+		parse_acl(cfg_opt_getnstr(first, (unsigned)i),
+		    strcmp(first->name, "allow") == 0, &l->acl[n++]);
+	for (i = 0; second && i < cfg_opt_size(second); i++)
+		parse_acl(cfg_opt_getnstr(second, (unsigned)i),
+		    strcmp(second->name, "allow") == 0, &l->acl[n++]);
+	l->acl_default_allow = !l->acl[n - 1].allow;
+}
+
+static void
+build_access(cfg_t *cfg, cfg_t *ls, cfg_t *srv, struct config *cf,
+    struct config_location *l)
+{
+	char zone[128];
+	cfg_opt_t *o;
+	cfg_t *sec;
+	uint64_t size;
+
+	build_acl(ls, srv, l);
+	l->auth_file = -1;
+	if ((o = inherited(ls, srv, "auth_basic")) != NULL &&
+	    strcmp(cfg_opt_getnstr(o, 0), "off") != 0 &&
+	    (sec = setter(ls, srv, "auth_basic_user_file")) != NULL) {
+		l->auth_realm = copy(cfg_opt_getnstr(o, 0));
+		l->auth_file = htpasswd_index(cf, cfg_getstr(sec,
+		    "auth_basic_user_file"), opt_line(sec,
+		    "auth_basic_user_file"));
+	}
+	l->max_body_size = cf->max_body_size;
+	if ((o = inherited(ls, srv, "max_body_size")) != NULL &&
+	    parse_scaled_size(cfg_opt_getnstr(o, 0), &size) == 0)
+		l->max_body_size = size;
+	l->limit_req_zone = l->limit_conn_zone = -1;
+	if ((o = inherited(ls, srv, "limit_req")) != NULL &&
+	    parse_limit_req(cfg_opt_getnstr(o, 0), zone, sizeof(zone),
+	    &l->limit_req_burst, &l->limit_req_nodelay) == 0)
+		l->limit_req_zone = find_zone(cfg, zone);
+	if ((o = inherited(ls, srv, "limit_conn")) != NULL &&
+	    parse_limit_conn(cfg_opt_getnstr(o, 0), zone, sizeof(zone),
+	    &l->limit_conn) == 0)
+		l->limit_conn_zone = zone[0] ? find_zone(cfg, zone) :
+		    l->limit_req_zone;
+}
+
+static void
+build_responses(cfg_t *ls, cfg_t *srv, struct config_location *l)
+{
+	int codes[32], answer;
+	const char *uri;
+	char line[2048];
+	cfg_opt_t *o;
+	size_t n, i, j, k = 0;
+
+	if ((o = inherited(ls, srv, "error_page")) != NULL) {
+		for (i = 0; i < cfg_opt_size(o); i++) {
+			parse_error_page(cfg_opt_getnstr(o, (unsigned)i),
+			    codes, nitems(codes), &n, &answer, &uri);
+			l->nerror_pages += n;
+		}
+		l->error_pages = calloc(l->nerror_pages,
+		    sizeof(*l->error_pages));
+		if (l->error_pages == NULL)
+			ld->oom = true;
+		for (i = 0; l->error_pages && i < cfg_opt_size(o); i++) {
+			parse_error_page(cfg_opt_getnstr(o, (unsigned)i),
+			    codes, nitems(codes), &n, &answer, &uri);
+			for (j = 0; j < n; j++, k++) {
+				l->error_pages[k].status = codes[j];
+				l->error_pages[k].answer = answer;
+				l->error_pages[k].uri = copy(uri);
+			}
+		}
+	}
+	if ((o = inherited(ls, srv, "add_header")) != NULL) {
+		l->nheaders = cfg_opt_size(o);
+		l->headers = calloc(l->nheaders, sizeof(*l->headers));
+		if (l->headers == NULL)
+			ld->oom = true;
+		for (i = 0; l->headers && i < l->nheaders; i++) {
+			parse_header(cfg_opt_getnstr(o, (unsigned)i), line,
+			    sizeof(line), &l->headers[i].always);
+			l->headers[i].line = copy(line);
+			l->headers[i].len = strlen(line);
+		}
+	}
+	l->expires = EXPIRES_OFF;
+	if ((o = inherited(ls, srv, "expires")) != NULL)
+		parse_expires(cfg_opt_getnstr(o, 0), &l->expires);
+}
+
+static void
+build_scope(cfg_t *cfg, cfg_t *ls, cfg_t *srv, struct config *cf,
+    struct config_location *l, const struct config_server *s)
+{
+	build_files(ls, srv, cf, l, s);
+	build_rewrites(ls, srv, l);
+	build_access(cfg, ls, srv, cf, l);
+	build_responses(ls, srv, l);
+}
+
+void
+site_build_server(cfg_t *cfg, cfg_t *sec, struct config *cf,
+    struct config_server *s)
+{
+	struct config_location *l;
+	const char *what;
+	char err[512];
+	bool ci;
+	size_t i;
+
+	s->base.match = LOC_NONE;
+	s->base.upstream = -1;
+	s->base.prefix = copy("");
+	build_scope(cfg, NULL, sec, cf, &s->base, s);
+	for (i = 0; i < s->nlocations; i++) {
+		cfg_t *ls = cfg_getnsec(sec, "location", (unsigned)i);
+
+		l = &s->locations[i];
+		l->match = parse_title(cfg_title(ls), &what, &ci);
+		l->line = opt_line(ls, "location");
+		free(l->prefix);
+		l->prefix = copy(what);
+		l->prefix_len = l->prefix ? strlen(l->prefix) : 0;
+		if (l->match == LOC_REGEX &&
+		    (l->re = regex_compile(what, ci, err, sizeof(err))) == NULL)
+			ld->oom = true;
+		build_scope(cfg, ls, sec, cf, l, s);
+	}
+}
+
+void
+site_build(cfg_t *cfg, struct config *cf)
+{
+	struct config_limit_zone *z;
+	char err[256];
+	size_t i;
+
+	cf->nlimit_zones = cfg_size(cfg, "limit_zone");
+	if (cf->nlimit_zones == 0)
+		return;
+	cf->limit_zones = calloc(cf->nlimit_zones, sizeof(*z));
+	if (cf->limit_zones == NULL) {
+		ld->oom = true;
+		cf->nlimit_zones = 0;
+		return;
+	}
+	for (i = 0; i < cf->nlimit_zones; i++) {
+		cfg_t *sec = cfg_getnsec(cfg, "limit_zone", (unsigned)i);
+
+		z = &cf->limit_zones[i];
+		z->name = copy(cfg_title(sec));
+		z->key = vars_compile(cfg_getstr(sec, "key"), 0, err,
+		    sizeof(err));
+		z->rate_milli = (uint64_t)cfg_getint(sec, "rate");
+		z->status = (int)cfg_getint(sec, "status");
+		if (z->key == NULL)
+			ld->oom = true;
+	}
+}
+
+void
+site_free_location(struct config_location *l)
+{
+	size_t i;
+
+	pcre2_code_free(l->re);
+	vars_free(l->alias_tmpl);
+	for (i = 0; l->try_files != NULL && i < l->ntry_files; i++)
+		vars_free(l->try_files[i]);
+	free(l->try_files);
+	free(l->charset);
+	for (i = 0; l->rewrites != NULL && i < l->nrewrites; i++) {
+		pcre2_code_free(l->rewrites[i].re);
+		vars_free(l->rewrites[i].to);
+	}
+	free(l->rewrites);
+	vars_free(l->return_text);
+	free(l->acl);
+	free(l->auth_realm);
+	for (i = 0; l->error_pages != NULL && i < l->nerror_pages; i++)
+		free(l->error_pages[i].uri);
+	free(l->error_pages);
+	for (i = 0; l->headers != NULL && i < l->nheaders; i++)
+		free(l->headers[i].line);
+	free(l->headers);
+}
+
+void
+site_free(struct config *cf)
+{
+	size_t i;
+
+	for (i = 0; cf->dirs != NULL && i < cf->ndirs; i++)
+		free(cf->dirs[i]);
+	free(cf->dirs);
+	for (i = 0; cf->htpasswd != NULL && i < cf->nhtpasswd; i++)
+		htpasswd_free(&cf->htpasswd[i]);
+	free(cf->htpasswd);
+	for (i = 0; cf->limit_zones != NULL && i < cf->nlimit_zones; i++) {
+		free(cf->limit_zones[i].name);
+		vars_free(cf->limit_zones[i].key);
+	}
+	free(cf->limit_zones);
+}
