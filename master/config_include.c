@@ -185,6 +185,13 @@ dir_of(const char *path, char *dir, size_t len)
 		snprintf(dir, len, "%.*s", (int)(slash - path), path);
 }
 
+/* A folder of the pattern that does not exist just matches nothing. */
+static int
+glob_err(const char *path, int err)
+{
+	return err == ENOENT || err == ENOTDIR ? 0 : 1;
+}
+
 /* Expands one include("pattern") of file at line. */
 static bool
 expand_include(struct out *o, int file, int line, const char *pattern,
@@ -208,7 +215,7 @@ expand_include(struct out *o, int file, int line, const char *pattern,
 		    pattern);
 		return false;
 	}
-	rc = glob(full, GLOB_ERR, NULL, &g);
+	rc = glob(full, 0, glob_err, &g);
 	if (rc == GLOB_NOMATCH) {
 		if (strpbrk(pattern, "*?[") == NULL) {
 			fail_in(ld->files[file], line, "include \"%s\": %s",
@@ -361,6 +368,10 @@ include_expand(const char *path, size_t *lenp)
 	}
 	if (!expand_file(&o, 0, 0)) {
 		free(o.buf);
+		return NULL;
+	}
+	if (o.buf == NULL && (o.buf = malloc(1)) == NULL) {
+		fail(0, "out of memory");
 		return NULL;
 	}
 	*lenp = o.len;

@@ -83,7 +83,7 @@ check_config(const struct config *cf)
 	FUZZ_CHECK(cf->header_timeout_ms >= 1 && cf->body_timeout_ms >= 1 &&
 	    cf->send_timeout_ms >= 1);
 	FUZZ_CHECK(cf->max_ranges >= 1);
-	FUZZ_CHECK(cf->mime_types != NULL && cf->mime_types[0] == '/');
+	FUZZ_CHECK(cf->mime_types == NULL || cf->mime_types[0] == '/');
 	FUZZ_CHECK(cf->error_log == NULL || cf->error_log[0] == '/');
 	FUZZ_CHECK(cf->pid_file == NULL || cf->pid_file[0] == '/');
 	FUZZ_CHECK(cf->nservers >= 1 && cf->servers != NULL);
