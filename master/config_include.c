@@ -173,11 +173,11 @@ static bool expand_file(struct out *o, int file, int depth);
 
 /* The folder of a file, for globs relative to it. */
 static void
-dir_of(const char *path, char *dir, size_t len)
+dir_of(int file, char *dir, size_t len)
 {
-	const char *slash = strrchr(path, '/');
+	const char *path = ld->files[file], *slash = strrchr(path, '/');
 
-	if (slash == NULL)
+	if (file == 0 || slash == NULL)
 		snprintf(dir, len, "%s", ld->dir);
 	else if (slash == path)
 		snprintf(dir, len, "/");
@@ -208,7 +208,7 @@ expand_include(struct out *o, int file, int line, const char *pattern,
 		    INCLUDE_DEPTH);
 		return false;
 	}
-	dir_of(ld->files[file], dir, sizeof(dir));
+	dir_of(file, dir, sizeof(dir));
 	if (pattern[0] == '\0' ||
 	    join_path(full, sizeof(full), dir, pattern) == -1) {
 		fail_in(ld->files[file], line, "include \"%s\": bad path",
