@@ -99,6 +99,7 @@ static const struct range {
 	{ "max_ranges",		 U_COUNT, 1, 1000 },
 	{ "gzip_min_length",	 U_SIZE, 0, GB },
 	{ "gzip_comp_level",	 U_COUNT, 1, 9 },
+	{ "brotli_comp_level",	 U_COUNT, 0, 11 },
 	{ "file_cache_entries",	 U_COUNT, 0, 1000000 },
 	{ "keepalive_timeout",	 U_TIME, 0, DAY },
 	{ "header_timeout",	 U_TIME, 1, DAY },
@@ -315,6 +316,8 @@ static cfg_opt_t opts[] = {
 	    "\"application/xml\", \"image/svg+xml\"}", CFGF_NONE),
 	CFG_INT_CB("gzip_min_length", 256, CFGF_NONE, cb_size),
 	CFG_INT_CB("gzip_comp_level", 6, CFGF_NONE, cb_count),
+	CFG_BOOL("brotli", cfg_false, CFGF_NONE),
+	CFG_INT_CB("brotli_comp_level", 6, CFGF_NONE, cb_count),
 
 	CFG_INT_CB("file_cache_entries", 1024, CFGF_NONE, cb_count),
 	CFG_INT_CB("file_cache_valid", 1 * SEC, CFGF_NONE, cb_time),
@@ -2554,6 +2557,8 @@ build(cfg_t *cfg, struct config *cf)
 	cf->gzip_types = copy_list(cfg, "gzip_types", &cf->ngzip_types);
 	cf->gzip_min_length = cfg_getint(cfg, "gzip_min_length");
 	cf->gzip_comp_level = cfg_getint(cfg, "gzip_comp_level");
+	cf->brotli = cfg_getbool(cfg, "brotli");
+	cf->brotli_comp_level = cfg_getint(cfg, "brotli_comp_level");
 
 	cf->file_cache_entries = cfg_getint(cfg, "file_cache_entries");
 	cf->file_cache_valid_ms = cfg_getint(cfg, "file_cache_valid");

@@ -406,6 +406,8 @@ struct config {
 	size_t ngzip_types;
 	uint64_t gzip_min_length;
 	int gzip_comp_level;
+	bool brotli;			/* and a brotli copy, same types */
+	int brotli_comp_level;
 
 	/* Per-worker open-file cache. */
 	size_t file_cache_entries;

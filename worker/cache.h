@@ -46,6 +46,8 @@
 	    "inode, size, mtime, path")					\
 	X(FILE_GZIP,	'G', "a static file's gzip copy, or a marker: "	\
 	    "it does not shrink (the F key's rest)")			\
+	X(FILE_BR,	'B', "a static file's brotli copy, or a marker: "	\
+	    "it does not shrink (the F key's rest)")			\
 	X(URL,		'P', "a proxied response, a hit-for-pass marker "	\
 	    "or a Vary spec: host NUL path NUL query")			\
 	X(VARIANT,	'V', "a response that varies: the spec's "	\

@@ -1,5 +1,5 @@
 /*
- * gzip with zlib, for copies that are made once and served many times, so
+ * gzip with zlib and brotli with libbrotlienc, for copies that are made once and served many times, so
  * the level can be high and a whole buffer is compressed in one call.
  */
 #include <stdint.h>
@@ -7,6 +7,7 @@
 #include <string.h>
 #include <strings.h>
 #include <zlib.h>
+#include <brotli/encode.h>
 
 #include "master/config.h"
 #include "worker/gzip.h"
@@ -56,5 +57,24 @@ gzip_bytes(const struct config *cf, const char *p, size_t len,
 	}
 	*outlen = z.total_out;
 	deflateEnd(&z);
+	return out;
+}
+
+char *
+brotli_bytes(const struct config *cf, const char *p, size_t len,
+    size_t *outlen)
+{
+	size_t room = BrotliEncoderMaxCompressedSize(len);
+	char *out;
+
+	if (room == 0 || (out = malloc(room)) == NULL)
+		return NULL;
+	if (!BrotliEncoderCompress(cf->brotli_comp_level, BROTLI_DEFAULT_WINDOW,
+	    BROTLI_MODE_TEXT, len, (const uint8_t *)p, &room,
+	    (uint8_t *)out)) {
+		free(out);
+		return NULL;
+	}
+	*outlen = room;
 	return out;
 }

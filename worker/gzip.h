@@ -1,6 +1,6 @@
 /*
- * gzip for responses that are compressed once and kept: static files and
- * cached proxy responses.  Internal to worker/.
+ * gzip and brotli for responses that are compressed once and kept: static
+ * files and cached proxy responses.  Internal to worker/.
  */
 #ifndef CORRAL_GZIP_H
 #define CORRAL_GZIP_H
@@ -18,6 +18,10 @@ bool gzip_type(const struct config *cf, const char *type, size_t len);
  * buffer of *outlen bytes; NULL on failure.
  */
 char *gzip_bytes(const struct config *cf, const char *p, size_t len,
+    size_t *outlen);
+
+/* The same with brotli (RFC 7932) at brotli_comp_level. */
+char *brotli_bytes(const struct config *cf, const char *p, size_t len,
     size_t *outlen);
 
 #endif

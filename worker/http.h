@@ -196,6 +196,15 @@ bool http_etag_match(const char *list, size_t len, const char *etag,
  */
 bool http_accepts_gzip(struct span v);
 
+/*
+ * The content-coding an Accept-Encoding value v weighs highest among
+ * names[i] for the bits i of offer (q-values; a tie goes to the lower
+ * index; "*" covers the others; "x-gzip" is "gzip"), or -1 when none is
+ * acceptable or identity weighs more.
+ */
+int http_encoding_pick(struct span v, const char *const *names, int n,
+    unsigned offer);
+
 /* The reason phrase for a status code, "Unknown" if none. */
 const char *http_reason(int status);
 

@@ -892,6 +892,75 @@ http_accepts_gzip(struct span v)
 	return gzip == 1 || (gzip == -1 && star == 1);
 }
 
+/* The weight of a list element, in thousandths: "q=0.5" is 500; 1000
+ * without one.  A malformed weight counts as 0, which refuses. */
+static int
+weight(struct span e)
+{
+	const char *p = e.p, *end = e.p + e.len, *semi;
+	int q, i;
+
+	while ((semi = memchr(p, ';', (size_t)(end - p))) != NULL) {
+		p = http_skip_ows(semi + 1, end);
+		if (end - p < 3 || (p[0] != 'q' && p[0] != 'Q') || p[1] != '=')
+			continue;
+		p += 2;
+		if (*p != '0' && *p != '1')
+			return 0;
+		q = (*p++ - '0') * 1000;
+		if (p < end && *p == '.')
+			for (p++, i = 100; p < end && IS(*p, C_DIGIT) &&
+			    i > 0; p++, i /= 10)
+				q += (*p - '0') * i;
+		return q > 1000 ? 1000 : q;
+	}
+	return 1000;
+}
+
+int
+http_encoding_pick(struct span v, const char *const *names, int n,
+    unsigned offer)
+{
+	const char *p = v.p, *end = v.p + v.len;
+	int q[32], star = -1, identity = -1, best = -1, i, w;
+	struct span e, name;
+
+	if (v.p == NULL || n > 32)
+		return -1;
+	for (i = 0; i < n; i++)
+		q[i] = -1;
+	while (http_list_next(&p, end, &e)) {
+		name.p = e.p;
+		name.len = http_token_len(e);
+		w = weight(e);
+		if (name.len == 1 && name.p[0] == '*')
+			star = w;
+		else if (name.len == 8 && http_ieq(name.p, "identity", 8))
+			identity = w;
+		else if (name.len == 6 && http_ieq(name.p, "x-gzip", 6))
+			name.len = 4, name.p += 2;
+		for (i = 0; i < n; i++)
+			if (strlen(names[i]) == name.len &&
+			    http_ieq(name.p, names[i], name.len))
+				q[i] = w;
+	}
+	for (i = 0; i < n; i++) {
+		if (!(offer & 1u << i))
+			continue;
+		w = q[i] >= 0 ? q[i] : star;
+		if (w > 0 && (best < 0 || w > (q[best] >= 0 ? q[best] : star)))
+			best = i;
+	}
+	if (best < 0)
+		return -1;
+	w = q[best] >= 0 ? q[best] : star;
+	/* identity, acceptable unless refused, wins only when it is asked
+	 * for (by name or "*") with more weight. */
+	if (identity < 0)
+		identity = star;
+	return identity > w ? -1 : best;
+}
+
 /* Every status corral names, with its reason phrase. */
 #define HTTP_STATUSES \
 	S(100, "Continue") \

@@ -38,46 +38,8 @@
 #include "worker/resp.h"
 #include "worker/gzip.h"
 #include "worker/static.h"
+#include "worker/static_impl.h"
 #include "shm/store.h"
-
-struct fentry {
-	struct fentry *hnext;		/* hash chain */
-	struct fentry *lru_prev, *lru_next;
-	uint64_t hash;
-	unsigned refs;			/* the table holds one */
-	bool cached;			/* in the table */
-	bool is_dir;
-	int err;			/* errno of the open, 0 if it worked */
-	int fd;				/* -1 when data or the store holds
-					   the bytes */
-	bool shared;			/* bytes in the shared store */
-	bool gz;			/* may be sent gzipped */
-	uint16_t skeylen;
-	char *skey;			/* store key when shared */
-	char *gkey;			/* and of its gzipped copy: set when
-					   gz and the key could be made */
-	off_t size;
-	time_t mtime;
-	dev_t dev;
-	ino_t ino;
-	uint64_t checked_ms;
-	uint64_t used_ms;		/* last asked for */
-	char *data;
-	const char *type;
-	size_t etag_len;
-	char etag[48];
-	char *hdr;			/* Content-Type .. Accept-Ranges */
-	size_t hdr_len;
-	char *ghdr;			/* the same for the gzipped copy */
-	size_t ghdr_len;
-	size_t getag_len;
-	char getag[56];
-	char *ctype;			/* type with the location's charset */
-	const char *cs;			/* that charset, part of the key */
-	size_t srv;			/* in config.dirs */
-	size_t keylen;
-	char key[];
-};
 
 struct fcache {
 	const struct config *cf;
@@ -115,9 +77,11 @@ fentry_free(struct fentry *fe)
 		close(fe->fd);
 	free(fe->data);
 	free(fe->hdr);
-	free(fe->ghdr);
 	free(fe->skey);
-	free(fe->gkey);
+	for (int e = 0; e < ENC_COUNT; e++) {
+		free(fe->ehdr[e]);
+		free(fe->ekey[e]);
+	}
 	free(fe->ctype);
 	free(fe);
 }
@@ -333,15 +297,13 @@ read_all(int fd, char *buf, size_t size)
 	return true;
 }
 
-#define GZ_CE	"Content-Encoding: gzip\r\n"
-
 /* Prepares the header lines that every response for this file carries. */
 static bool
 fentry_headers(struct fentry *fe)
 {
-	const char *vary = fe->gz ? "Vary: Accept-Encoding\r\n" : "";
+	const char *vary = fe->encs ? "Vary: Accept-Encoding\r\n" : "";
 	char lm[HTTP_DATE_LEN + 1];
-	int n;
+	int n, e;
 
 	fe->etag_len = (size_t)snprintf(fe->etag, sizeof(fe->etag),
 	    "\"%llx-%llx\"", (unsigned long long)fe->mtime,
@@ -357,22 +319,26 @@ fentry_headers(struct fentry *fe)
 	    "Last-Modified: %s\r\nETag: %s\r\nAccept-Ranges: bytes\r\n%s",
 	    fe->type, lm, fe->etag, vary);
 	fe->hdr_len = (size_t)n;
-	if (!fe->gz)
-		return true;
-	/* Another representation, so another strong validator. */
-	fe->getag_len = (size_t)snprintf(fe->getag, sizeof(fe->getag),
-	    "\"%llx-%llx-gz\"", (unsigned long long)fe->mtime,
-	    (unsigned long long)fe->size);
-	/* Content-Encoding last: a 304 leaves it out (see serve_gzip). */
-	n = snprintf(NULL, 0, "Content-Type: %s\r\nLast-Modified: %s\r\n"
-	    "ETag: %s\r\n%s" GZ_CE, fe->type, lm, fe->getag, vary);
-	fe->ghdr = malloc((size_t)n + 1);
-	if (fe->ghdr == NULL)
-		return false;
-	snprintf(fe->ghdr, (size_t)n + 1, "Content-Type: %s\r\n"
-	    "Last-Modified: %s\r\nETag: %s\r\n%s" GZ_CE, fe->type, lm,
-	    fe->getag, vary);
-	fe->ghdr_len = (size_t)n;
+	for (e = 0; e < ENC_COUNT; e++) {
+		if (!(fe->encs & 1u << e))
+			continue;
+		/* Another representation, so another strong validator. */
+		fe->eetag_len[e] = (size_t)snprintf(fe->eetag[e],
+		    sizeof(fe->eetag[e]), "\"%llx-%llx-%s\"",
+		    (unsigned long long)fe->mtime,
+		    (unsigned long long)fe->size, e == ENC_GZIP ? "gz" :
+		    enc_token[e]);
+		/* Content-Encoding last: a 304 leaves it out. */
+		n = snprintf(NULL, 0, "Content-Type: %s\r\nLast-Modified: "
+		    "%s\r\nETag: %s\r\n%s%s", fe->type, lm, fe->eetag[e],
+		    vary, enc_ce[e]);
+		if ((fe->ehdr[e] = malloc((size_t)n + 1)) == NULL)
+			return false;
+		snprintf(fe->ehdr[e], (size_t)n + 1, "Content-Type: %s\r\n"
+		    "Last-Modified: %s\r\nETag: %s\r\n%s%s", fe->type, lm,
+		    fe->eetag[e], vary, enc_ce[e]);
+		fe->ehdr_len[e] = (size_t)n;
+	}
 	return true;
 }
 
@@ -394,7 +360,10 @@ charset_type(const char *t)
 	return false;
 }
 
-/* Store keys: 'F' (and 'G' for gzip), folder, file identity, path. */
+/*
+ * Store keys: 'F' (and 'G' for the gzip copy, 'B' for brotli), folder,
+ * file identity, path.
+ */
 static bool
 fentry_store_key(struct fentry *fe)
 {
@@ -409,9 +378,11 @@ fentry_store_key(struct fentry *fe)
 		return false;
 	memcpy(fe->skey, key, n);
 	fe->skeylen = (uint16_t)n;
-	if (fe->gz && (fe->gkey = malloc(n)) != NULL)
-		cache_key(fe->gkey, CACHE_NS_FILE_GZIP, id, sizeof(id),
-		    fe->key, fe->keylen);
+	for (int e = 0; e < ENC_COUNT; e++)
+		if ((fe->encs & 1u << e) && (fe->ekey[e] = malloc(n)) != NULL)
+			cache_key(fe->ekey[e], e == ENC_GZIP ?
+			    CACHE_NS_FILE_GZIP : CACHE_NS_FILE_BR, id,
+			    sizeof(id), fe->key, fe->keylen);
 	return true;
 }
 
@@ -452,11 +423,13 @@ fentry_load(struct fcache *fc, struct fentry *fe, int fd,
 		fe->type = fe->ctype;
 	}
 	/* Compressed once into the store, for every worker. */
-	fe->gz = fc->cf->gzip && worker.store != NULL &&
+	if (worker.store != NULL &&
 	    (uint64_t)fe->size >= fc->cf->gzip_min_length && fe->size > 0 &&
 	    (uint64_t)fe->size <= fc->cf->cache.file_max &&
 	    (uint64_t)fe->size <= cache_body_max(fc->cf->cache.max_object) &&
-	    gzip_type(fc->cf, fe->type, strlen(fe->type));
+	    gzip_type(fc->cf, fe->type, strlen(fe->type)))
+		fe->encs = (fc->cf->gzip ? 1u << ENC_GZIP : 0) |
+		    (fc->cf->brotli ? 1u << ENC_BR : 0);
 	if (!fentry_headers(fe)) {
 		fe->err = ENOMEM;
 		close(fd);
@@ -559,9 +532,10 @@ fcache_get(struct fcache *fc, size_t srv, const char *cs, const char *path,
 				if (fe->shared)
 					store_delete(worker.store, fe->skey,
 					    fe->skeylen);
-				if (fe->gkey != NULL)
-					store_delete(worker.store, fe->gkey,
-					    fe->skeylen);
+				for (int e = 0; e < ENC_COUNT; e++)
+					if (fe->ekey[e] != NULL)
+						store_delete(worker.store,
+						    fe->ekey[e], fe->skeylen);
 				fcache_remove(fc, fe);
 				return fentry_open(fc, srv, cs, path, len,
 				    hash);
@@ -575,6 +549,12 @@ fcache_get(struct fcache *fc, size_t srv, const char *cs, const char *path,
 		return fe;
 	}
 	return fentry_open(fc, srv, cs, path, len, hash);
+}
+
+struct fentry *
+static_lookup(size_t dir, const char *cs, const char *path, size_t len)
+{
+	return fcache_get(worker.fcache, dir, cs, path, len);
 }
 
 /* Responses ----------------------------------------------------------- */
@@ -603,8 +583,8 @@ fentry_reopen(const struct fentry *fe)
  * Reads the file into the store.  The space is reserved under the stripe
  * lock but filled outside it, so no file I/O happens while a lock is held.
  */
-static bool
-store_fill(struct fentry *fe)
+bool
+static_store_fill(struct fentry *fe)
 {
 	struct store_wref w;
 	char *body;
@@ -629,13 +609,13 @@ store_fill(struct fentry *fe)
 }
 
 /* The file's bytes in the store, pinned; false when it cannot hold them. */
-static bool
-get_shared(struct fentry *fe, struct store_ref *ref, size_t *body)
+bool
+static_get_shared(struct fentry *fe, struct store_ref *ref, size_t *body)
 {
 	size_t len;
 
 	if (store_get(worker.store, fe->skey, fe->skeylen, ref) != STORE_HIT &&
-	    (!store_fill(fe) || store_get(worker.store, fe->skey,
+	    (!static_store_fill(fe) || store_get(worker.store, fe->skey,
 	    fe->skeylen, ref) != STORE_HIT))
 		return false;
 	if (cache_body_of(ref, body, &len) == 1 && len == (size_t)fe->size)
@@ -652,7 +632,7 @@ send_shared(struct conn *c, struct fentry *fe, off_t off, off_t len)
 	struct pin *pin;
 	size_t body;
 
-	if (!get_shared(fe, &ref, &body))
+	if (!static_get_shared(fe, &ref, &body))
 		return false;
 	if ((pin = pin_take(&ref)) == NULL) {
 		store_release(worker.store, &ref);
@@ -663,8 +643,8 @@ send_shared(struct conn *c, struct fentry *fe, off_t off, off_t len)
 	return true;
 }
 
-static void
-send_body(struct conn *c, struct fentry *fe, off_t off, off_t len)
+void
+static_send_body(struct conn *c, struct fentry *fe, off_t off, off_t len)
 {
 	if (fe->data != NULL) {
 		resp_body_mem(c, fe->data + off, (size_t)len, fe);
@@ -682,13 +662,8 @@ send_body(struct conn *c, struct fentry *fe, off_t off, off_t len)
 	resp_body_file(c, fe, fe->fd, off, len);
 }
 
-/* What the request being served asked of the files. */
-static struct {
-	const struct config_location *loc;
-	int status;			/* an error page's, else 0 */
-	char expires[128];		/* Cache-Control and Expires lines */
-	size_t elen;
-} cur;
+struct static_cur static_cur;
+#define cur static_cur
 
 /* expires: Cache-Control max-age and Expires, on 200, 206 and 304. */
 static void
@@ -702,9 +677,9 @@ make_expires(void)
 	if (e == EXPIRES_OFF || cur.status != 0)
 		return;
 	http_date_format(worker.now + (time_t)e, date);
-	n = snprintf(cur.expires, sizeof(cur.expires), "Cache-Control: "
+	n = snprintf(cur.extra, sizeof(cur.extra), "Cache-Control: "
 	    "max-age=%lld\r\nExpires: %s\r\n", (long long)e, date);
-	if (n > 0 && (size_t)n < sizeof(cur.expires))
+	if (n > 0 && (size_t)n < sizeof(cur.extra))
 		cur.elen = (size_t)n;
 }
 
@@ -715,10 +690,10 @@ serve_whole(struct conn *c, struct fentry *fe)
 
 	resp_status(c, status);
 	resp_header(c, fe->hdr, fe->hdr_len);
-	resp_header(c, cur.expires, cur.elen);
+	resp_header(c, cur.extra, cur.elen);
 	resp_end_headers(c, fe->size);
 	if (!resp_is_head(c))
-		send_body(c, fe, 0, fe->size);
+		static_send_body(c, fe, 0, fe->size);
 	resp_done(c, status, resp_is_head(c) ? 0 : (uint64_t)fe->size);
 }
 
@@ -729,7 +704,7 @@ serve_not_modified(struct conn *c, struct fentry *fe)
 	/* Everything but Content-Type, which a 304 need not repeat. */
 	resp_header(c, strchr(fe->hdr, '\n') + 1,
 	    fe->hdr_len - (size_t)(strchr(fe->hdr, '\n') + 1 - fe->hdr));
-	resp_header(c, cur.expires, cur.elen);
+	resp_header(c, cur.extra, cur.elen);
 	resp_end_headers(c, -1);
 	resp_done(c, 304, 0);
 }
@@ -737,100 +712,7 @@ serve_not_modified(struct conn *c, struct fentry *fe)
 static void
 send_part(struct conn *c, void *arg, uint64_t off, uint64_t len)
 {
-	send_body(c, arg, (off_t)off, (off_t)len);
-}
-
-/*
- * Compresses the file into the store under its 'G' key, once for all
- * workers: the store's lease picks one compressor, and a request that
- * finds another one at work is answered uncompressed meanwhile.  A file
- * that does not shrink is stored as an empty value: never gzipped.
- */
-static void
-gzip_fill(struct fentry *fe)
-{
-	struct store *s = worker.store;
-	struct store_ref src, l;
-	enum store_result lr, sr;
-	char *gz = NULL;
-	size_t glen = 0, body;
-
-	lr = store_lookup(s, fe->gkey, fe->skeylen, &l);
-	if (lr == STORE_HIT || lr == STORE_STALE_LEASE ||
-	    lr == STORE_STALE_WAIT)
-		store_release(s, &l);
-	if (lr != STORE_LEASE && lr != STORE_STALE_LEASE)
-		return;
-	if (get_shared(fe, &src, &body)) {
-		gz = gzip_bytes(worker.cf, (const char *)src.data + body,
-		    (size_t)fe->size, &glen);
-		store_release(s, &src);
-	}
-	if (gz == NULL) {
-		store_lease_release(s, fe->gkey, fe->skeylen);
-		return;
-	}
-	if (glen >= (size_t)fe->size)
-		sr = cache_nothing_set(s, fe->gkey, fe->skeylen);
-	else
-		sr = cache_body_set(s, fe->gkey, fe->skeylen, gz, glen);
-	if (sr != STORE_OK)
-		store_lease_release(s, fe->gkey, fe->skeylen);
-	free(gz);
-}
-
-/* Answers with the gzipped copy; false to answer uncompressed instead. */
-static bool
-serve_gzip(struct conn *c, struct fentry *fe)
-{
-	const struct http_request *r = conn_req(c);
-	struct store_ref ref;
-	struct pin *pin;
-	size_t off, len;
-
-	if (store_get(worker.store, fe->gkey, fe->skeylen, &ref) != STORE_HIT) {
-		gzip_fill(fe);
-		if (store_get(worker.store, fe->gkey, fe->skeylen, &ref) !=
-		    STORE_HIT)
-			return false;
-	}
-	if (cache_body_of(&ref, &off, &len) != 1) {
-		store_release(worker.store, &ref);	/* does not shrink */
-		return false;
-	}
-	switch (http_conditional(r, fe->getag, fe->getag_len, fe->mtime)) {
-	case 304:
-		store_release(worker.store, &ref);
-		resp_status(c, 304);
-		/* Validators and Vary; no Content-Type, no Content-Encoding,
-		 * which would relabel the copy the client holds. */
-		resp_header(c, strchr(fe->ghdr, '\n') + 1, fe->ghdr_len -
-		    (sizeof(GZ_CE) - 1) -
-		    (size_t)(strchr(fe->ghdr, '\n') + 1 - fe->ghdr));
-		resp_header(c, cur.expires, cur.elen);
-		resp_end_headers(c, -1);
-		resp_done(c, 304, 0);
-		return true;
-	case 412:
-		store_release(worker.store, &ref);
-		resp_error(c, 412);
-		return true;
-	}
-	resp_status(c, 200);
-	resp_header(c, fe->ghdr, fe->ghdr_len);
-	resp_header(c, cur.expires, cur.elen);
-	resp_end_headers(c, (int64_t)len);
-	if (resp_is_head(c)) {
-		store_release(worker.store, &ref);
-	} else if ((pin = pin_take(&ref)) != NULL) {
-		resp_body_pin(c, pin, off, len);
-		pin_put(pin);
-	} else {
-		resp_body_copy(c, (const char *)ref.data + off, len);
-		store_release(worker.store, &ref);
-	}
-	resp_done(c, 200, resp_is_head(c) ? 0 : len);
-	return true;
+	static_send_body(c, arg, (off_t)off, (off_t)len);
 }
 
 /* A Range request: 206 or 416, or false to answer the whole file. */
@@ -844,7 +726,7 @@ serve_range(struct conn *c, const struct http_request *r, struct fentry *fe)
 		.mtime = fe->mtime, .size = (uint64_t)fe->size,
 		.max_ranges = worker.cf->max_ranges,
 		.part = send_part, .arg = fe,
-		.extra = cur.expires, .elen = cur.elen,
+		.extra = cur.extra, .elen = cur.elen,
 	};
 
 	return resp_range(c, r, &rep);
@@ -860,10 +742,14 @@ serve_file(struct conn *c, struct fentry *fe)
 		serve_whole(c, fe);
 		return;
 	}
+	/* gzip_static: the plain answer varies too. */
+	if (cur.loc->gzip_static && fe->encs == 0 &&
+	    cur.elen + 23 < sizeof(cur.extra)) {
+		memcpy(cur.extra + cur.elen, "Vary: Accept-Encoding\r\n", 23);
+		cur.elen += 23;
+	}
 	/* Ranges address the file's own bytes: they are answered plain. */
-	if (fe->gkey != NULL && r->range.p == NULL &&
-	    http_accepts_gzip(http_header_get(r, "Accept-Encoding")) &&
-	    serve_gzip(c, fe))
+	if (r->range.p == NULL && static_serve_encoded(c, fe))
 		return;
 	switch (http_conditional(r, fe->etag, fe->etag_len, fe->mtime)) {
 	case 304:
