@@ -273,6 +273,7 @@ timeout408:
 	c->timer = T_NONE;
 	c->keepalive = false;
 	c->head = false;
+	c->loc = NULL;		/* no error_page: there is no request */
 	resp_error(c, 408);
 	conn_write(c);
 }
@@ -689,6 +690,7 @@ parse_one(struct conn *c)
 		log_info("client %s: %d: %s", c->peer, r->status,
 		    r->error ? r->error : "bad request");
 		c->keepalive = false;
+		c->loc = NULL;	/* the last request's location is not this one's */
 		req_forget(c);
 		resp_error(c, r->status);
 		return false;

@@ -235,13 +235,13 @@ is_absolute(const char *s)
 	return strncmp(s, "http://", 7) == 0 || strncmp(s, "https://", 8) == 0;
 }
 
-/* A Location value: no byte of the request can break the header. */
-static void
-set_location(const char *p, size_t len, bool with_args)
+/* Appends p to rt.text with bytes that could break a header encoded. */
+static size_t
+put_safe(size_t n, const char *p, size_t len)
 {
 	static const char hex[] = "0123456789ABCDEF";
-	size_t i, n = 0;
 	unsigned char ch;
+	size_t i;
 
 	for (i = 0; i < len && n + 4 < sizeof(rt.text); i++) {
 		ch = (unsigned char)p[i];
@@ -252,18 +252,19 @@ set_location(const char *p, size_t len, bool with_args)
 		} else
 			rt.text[n++] = (char)ch;
 	}
+	return n;
+}
+
+/* A Location value: no byte of the request can break the header. */
+static void
+set_location(const char *p, size_t len, bool with_args)
+{
+	size_t n = put_safe(0, p, len);
+
 	if (with_args && rt.args != NULL && rt.argslen > 0 &&
 	    n + 1 < sizeof(rt.text)) {
 		rt.text[n++] = '?';
-		for (i = 0; i < rt.argslen && n + 4 < sizeof(rt.text); i++) {
-			ch = (unsigned char)rt.args[i];
-			if (ch <= 0x20 || ch >= 0x7f) {
-				rt.text[n++] = '%';
-				rt.text[n++] = hex[ch >> 4];
-				rt.text[n++] = hex[ch & 15];
-			} else
-				rt.text[n++] = (char)ch;
-		}
+		n = put_safe(n, rt.args, rt.argslen);
 	}
 	rt.text[n] = '\0';
 	rt.textlen = n;

@@ -11,7 +11,7 @@ import subprocess
 import unittest
 
 from harness import (CorralTestCase, build_request, need_tool, parse_response,
-                     quote, wait_for, IO_TIMEOUT)
+                     quote, wait_for, wait_until, IO_TIMEOUT)
 
 
 def loc(title, *lines):
@@ -85,6 +85,16 @@ class AllowDenyTest(CorralTestCase):
         c.write('/no6/x', 'four only')
         c.start()
         port = c.port
+
+        def up6():
+            try:
+                socket.create_connection(('::1', port), timeout=1).close()
+                return True
+            except OSError:
+                return False
+        # start() waits for the IPv4 address only.
+        self.assertTrue(wait_until(up6, 5), 'no listener on [::1]:%d\n%s'
+                        % (port, c.diagnostics()))
         self.assertBody(get_from('::1', port, '/v6/x', socket.AF_INET6),
                         b'six')
         self.assertEqual(get_from('127.0.0.1', port, '/v6/x').status, 403)

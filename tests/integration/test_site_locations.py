@@ -10,6 +10,7 @@ import subprocess
 import unittest
 
 from harness import CorralTestCase, Corral, Conn, free_port, quote
+from origin import Origin
 
 
 def loc(title, *lines):
@@ -226,6 +227,25 @@ class LocationTest(CorralTestCase):
         r = c.get('/img/none.png')
         self.assertEqual((r.status, r.header('X-Img')), (404, '1'))
         self.assertNotIn('Cache-Control', r.headers)
+
+    def test_proxied_answers_get_add_header_and_access_rules(self):
+        o = Origin().start()
+        self.addCleanup(o.stop)
+        c = self.make(_raw='upstream "app" {\n  servers = {"%s"}\n}\n' %
+                      o.addr, server={'_raw': loc(
+                          '/api/', 'proxy = "app"',
+                          'add_header = {"X-Site: yes", "X-All: 1 always"}')
+                          + loc('/api/private/', 'proxy = "app"',
+                                'deny = {"all"}')})
+        c.start()
+        r = c.get('/api/size/10')
+        self.assertEqual((r.status, r.header('X-Site'), r.header('X-All')),
+                         (200, 'yes', '1'))
+        r = c.get('/api/status/404')
+        self.assertEqual((r.status, r.header('X-Site'), r.header('X-All')),
+                         (404, None, '1'))
+        self.assertEqual(c.get('/api/private/x').status, 403)
+        self.assertEqual(o.count('/api/private/x'), 0)
 
     def test_expires_and_charset(self):
         c = self.site([loc('~* \\.(png|css)$', 'expires = 30d'),

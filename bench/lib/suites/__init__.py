@@ -6,7 +6,7 @@ load.Case (an empty list when it has nothing to measure yet).
 
 import importlib
 
-ORDER = ("static", "gzip", "proxy", "stampede", "fastcgi", "conns",
+ORDER = ("static", "site", "gzip", "proxy", "stampede", "fastcgi", "conns",
          "accept", "tls", "store", "memcached")
 
 
