@@ -143,7 +143,6 @@ static int cb_server_name(cfg_t *, cfg_opt_t *, const char *, void *);
 static int cb_root(cfg_t *, cfg_opt_t *, const char *, void *);
 static int cb_index(cfg_t *, cfg_opt_t *, const char *, void *);
 static int cb_peer(cfg_t *, cfg_opt_t *, const char *, void *);
-static int join_path(char *, size_t, const char *, const char *);
 static int cb_stale(cfg_t *, cfg_opt_t *, const char *, void *);
 static int cb_valid(cfg_t *, cfg_opt_t *, const char *, void *);
 static int cb_purge(cfg_t *, cfg_opt_t *, const char *, void *);
