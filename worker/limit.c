@@ -18,6 +18,7 @@
 #include "master/log.h"
 #include "shm/store.h"
 #include "worker/access.h"
+#include "worker/cache.h"
 #include "worker/conn_impl.h"
 
 #define KEY_LEN		(1 + 2 + 16)
@@ -64,9 +65,9 @@ lr_update(const void *old, size_t oldlen, void *out, void *argp)
 	return (long)sizeof(st);
 }
 
-/* 'R' or 'C', the zone, and the hash of its key for this request. */
+/* The namespace, the zone, and the hash of its key for this request. */
 static bool
-make_key(struct conn *c, char type, int zone, unsigned char *key)
+make_key(struct conn *c, enum cache_ns ns, int zone, unsigned char *key)
 {
 	const struct config_limit_zone *z = &worker.cf->limit_zones[zone];
 	char value[VALUE_MAX];
@@ -76,7 +77,7 @@ make_key(struct conn *c, char type, int zone, unsigned char *key)
 	if ((n = request_expand(c, z->key, value, sizeof(value))) < 0)
 		return false;
 	h = XXH3_128bits(value, (size_t)n);
-	key[0] = (unsigned char)type;
+	key[0] = (unsigned char)ns;
 	key[1] = (unsigned char)(zone >> 8);
 	key[2] = (unsigned char)zone;
 	memcpy(key + 3, &h.low64, 8);
@@ -98,7 +99,8 @@ limit_req(struct conn *c, const struct config_location *l, int *delay_ms)
 	enum store_result r;
 	int64_t ttl;
 
-	if (worker.store == NULL || !make_key(c, 'R', l->limit_req_zone, key))
+	if (worker.store == NULL || !make_key(c, CACHE_NS_LIMIT_REQ,
+	    l->limit_req_zone, key))
 		return 0;
 	/* Kept until the bucket would be empty again, and a bit. */
 	ttl = 2 + (a.burst + 1000) / (a.rate > 0 ? a.rate : 1);
@@ -133,7 +135,8 @@ limit_conn_enter(struct conn *c, const struct config_location *l)
 	unsigned char key[KEY_LEN];
 	enum store_result r;
 
-	if (worker.store == NULL || !make_key(c, 'C', l->limit_conn_zone,
+	if (worker.store == NULL || !make_key(c, CACHE_NS_LIMIT_CONN,
+	    l->limit_conn_zone,
 	    key))
 		return 0;
 	r = store_acquire(worker.store, key, sizeof(key),
