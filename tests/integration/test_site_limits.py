@@ -105,11 +105,14 @@ class LimitConnTest(CorralTestCase):
         c.start()
         hog = socket.create_connection(('127.0.0.1', c.port))
         hog.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        hog.settimeout(IO_TIMEOUT * 2)
         hog.sendall(build_request('/dl/big'))
+        # Its answer has begun: the request is counted from now on.
+        self.assertTrue(hog.recv(64).startswith(b'HTTP/1.1 200 '))
         # While the big response waits for the client to read, the
         # address holds its one connection, in every worker.
-        got = wait_until(lambda: c.get('/dl/small').status == 503, 5)
-        self.assertTrue(got)
+        got = wait_until(lambda: c.get('/dl/small').status == 503, 10)
+        self.assertTrue(got, c.log()[-2000:])
         hog.close()
         ok = wait_until(lambda: c.get('/dl/small').status == 200, 5)
         self.assertTrue(ok)
