@@ -969,14 +969,10 @@ format_peer(struct conn *c, const struct sockaddr *sa)
 {
 	const void *addr;
 
-	if (sa->sa_family == AF_INET6) {
+	if (sa->sa_family == AF_INET6)
 		addr = &((const struct sockaddr_in6 *)sa)->sin6_addr;
-		memcpy(c->peer_addr, addr, 16);
-	} else {
+	else
 		addr = &((const struct sockaddr_in *)sa)->sin_addr;
-		memcpy(c->peer_addr, addr, 4);
-	}
-	c->peer_family = sa->sa_family;
 	if (inet_ntop(sa->sa_family, addr, c->peer, sizeof(c->peer)) == NULL)
 		strcpy(c->peer, "?");
 	/* sin_port and sin6_port share their place. */

@@ -107,15 +107,12 @@ struct conn {
 
 	struct http_request req;
 	size_t srv;
-	int lidx;		/* the listen entry it came in on */
 	const struct config_location *loc;	/* of the current request */
 	int resp_status;	/* of the response being built */
 	bool in_error_page;	/* serving an error_page: no other one */
 	bool limits_passed;	/* limit_req let it through (delayed) */
 	int lc_zone;		/* limit_conn held in this zone, or -1 */
 	struct store_ref lc_ref;	/* the pin that counts it */
-	int peer_family;
-	unsigned char peer_addr[16];
 	uint64_t body_left;
 	uint64_t body_seen;
 	bool body_chunked;
