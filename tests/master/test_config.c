@@ -1272,13 +1272,13 @@ Test(config, fastcgi_location)
 	    "\t\tfastcgi_index = \"main.php\"\n"
 	    "\t\tfastcgi_script_check = off\n\t}\n"
 	    "\tlocation \"/files/\" {\n\t}\n}\n");
-	const struct config_location *l = &cf->servers[0].locations[0];
+	const struct config_location *l = &cf->servers[0].locations[1];
 	const struct config_fastcgi *f = l->fastcgi;
 
 	cr_assert_eq(cf->upstreams[0].protocol, PROTO_FASTCGI);
-	cr_assert_str_eq(l->prefix, "/files/");	/* longest first */
+	cr_assert_str_eq(l->prefix, "/files/");	/* in the order written */
 	cr_assert_null(l->fastcgi);
-	l = &cf->servers[0].locations[1];
+	l = &cf->servers[0].locations[0];
 	f = l->fastcgi;
 	cr_assert_not_null(f);
 	cr_expect_eq(l->upstream, 0);
