@@ -1090,7 +1090,7 @@ conn_accept(int fd, const struct sockaddr *sa, socklen_t salen,
 	    worker.cf->listen[listen_idx].text);
 	event_add(&c->rev, NULL);
 	if (worker.cf->listen[listen_idx].tls) {
-		c->ssl = tls_new(fd);
+		c->ssl = tls_new(fd, listen_idx);
 		if (c->ssl == NULL) {
 			conn_close(c);
 			return;

@@ -37,7 +37,10 @@ sni_cb(SSL *ssl, int *alert, void *arg)
 		return SSL_TLSEXT_ERR_NOACK;
 	host.p = name;
 	host.len = strlen(name);
-	ctx = tls_conf_ctx(worker.rt->tls, request_server(host));
+	/* Names are matched among the servers of the connection's address
+	 * (tls_new() keeps its listen entry). */
+	ctx = tls_conf_ctx(worker.rt->tls, request_server(host,
+	    (int)(intptr_t)SSL_get_app_data(ssl)));
 	if (ctx != SSL_get_SSL_CTX(ssl))
 		SSL_set_SSL_CTX(ssl, ctx);
 	return SSL_TLSEXT_ERR_OK;
@@ -86,9 +89,11 @@ why(int err)
 }
 
 SSL *
-tls_new(int fd)
+tls_new(int fd, int lidx)
 {
-	SSL *ssl = SSL_new(tls_conf_ctx(worker.rt->tls, 0));
+	struct span none = { NULL, 0 };
+	SSL *ssl = SSL_new(tls_conf_ctx(worker.rt->tls,
+	    request_server(none, lidx)));
 
 	if (ssl == NULL || SSL_set_fd(ssl, fd) != 1) {
 		log_error("cannot make a TLS session: %s",
@@ -97,6 +102,7 @@ tls_new(int fd)
 		SSL_free(ssl);
 		return NULL;
 	}
+	SSL_set_app_data(ssl, (void *)(intptr_t)lidx);
 	SSL_set_accept_state(ssl);
 	return ssl;
 }

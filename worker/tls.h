@@ -35,7 +35,7 @@ struct store;
 int tls_worker_init(const struct runtime *rt, struct store *sessions);
 
 /* A session for an accepted socket; NULL (logged) on failure. */
-struct ssl_st *tls_new(int fd);
+struct ssl_st *tls_new(int fd, int lidx);
 
 /*
  * Drives the handshake: 0 when done, TLS_WANT_READ / TLS_WANT_WRITE, or

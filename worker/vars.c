@@ -185,7 +185,8 @@ vars_get(enum var_id id, const struct conn *c, const struct vars_ctx *ctx,
 
 	switch (id) {
 	case VAR_SCHEME:
-		return set(p, len, "http", 4);
+		return c->ssl != NULL ? set(p, len, "https", 5) :
+		    set(p, len, "http", 4);
 	case VAR_HOST:
 		if (r->host.p != NULL)
 			return set(p, len, r->host.p, r->host.len);
