@@ -2568,8 +2568,6 @@ build(cfg_t *cfg, struct config *cf)
 	build_memcached(cfg, &cf->memcached);
 	build_log_formats(cfg, cf);
 	build_tls(cfg_getsec(cfg, "tls"), &cf->tls);
-	for (i = 0; cf->listen != NULL && i < cf->nlisten; i++)
-		cf->any_tls |= cf->listen[i].tls;
 
 	cf->nupstreams = cfg_size(cfg, "upstream");
 	if (cf->nupstreams > 0 && (cf->upstreams = calloc(cf->nupstreams,
@@ -2587,6 +2585,8 @@ build(cfg_t *cfg, struct config *cf)
 		    &cf->servers[i]);
 	site_build(cfg, cf);
 	build_listen(cfg, cf);
+	for (i = 0; cf->listen != NULL && i < cf->nlisten; i++)
+		cf->any_tls |= cf->listen[i].tls;
 }
 
 struct config *

@@ -1148,7 +1148,7 @@ Test(config, tls_errors)
 	expect_error("listen = {\"8443 tls\"}\n" SERVER, 1,
 	    "listen with \"tls\" needs a server with tls_certificate");
 	expect_error("listen = {\"8443 http2\"}\n" SERVER, 1,
-	    "the only option is \"tls\"");
+	    "the options are \"tls\" and \"default_server\"");
 	expect_error("tls {\n\tprotocols = {\"TLSv1.1\"}\n}\n" SERVER, 2,
 	    "obsolete and insecure");
 	expect_error("tls {\n\tprotocols = {\"TLSv9\"}\n}\n" SERVER, 2,
