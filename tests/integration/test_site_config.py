@@ -123,6 +123,28 @@ class IncludeTest(CorralTestCase):
             line = f.read().splitlines().index('workers = zero') + 1
         self.assertIn('corral.conf:%d: invalid number' % line, out.stderr)
 
+    def test_start_checks_name_the_file_and_line_after_an_include(self):
+        # The checks made when files are opened (pid_file's folder) name
+        # the line of the file it was written in, not of the joined text.
+        c = self.make(_raw='include("sites/*.conf")\n'
+                      'pid_file = "/nonexistent/corral.pid"\n')
+        os.makedirs(os.path.join(c.tmp, 'sites'))
+        with open(os.path.join(c.tmp, 'sites', 'a.conf'), 'w') as f:
+            f.write('# a\n# b\n# c\n')
+        with open(c.conf_path) as f:
+            line = f.read().splitlines().index(
+                'pid_file = "/nonexistent/corral.pid"') + 1
+        out = c.check_config()
+        self.assertEqual(out.returncode, 1)
+        self.assertIn('corral.conf:%d: pid_file' % line, out.stderr)
+        c2 = self.make(_raw='include("sites/*.conf")\n')
+        os.makedirs(os.path.join(c2.tmp, 'sites'))
+        with open(os.path.join(c2.tmp, 'sites', 'a.conf'), 'w') as f:
+            f.write('# a\n\npid_file = "/nonexistent/corral.pid"\n')
+        out = c2.check_config()
+        self.assertEqual(out.returncode, 1)
+        self.assertRegex(out.stderr, r'sites/a\.conf:3: pid_file')
+
     def test_glob_matching_nothing_warns_missing_file_fails(self):
         c = self.make(_raw='include("none.d/*.conf")\n')
         out = c.check_config()
