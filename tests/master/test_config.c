@@ -1206,12 +1206,12 @@ Test(config, memcached)
 	cr_expect_eq(cf->upstreams[0].hash, HASH_KETAMA);
 	cr_expect_eq(cf->cache.l2, 0);
 	cr_expect_eq(cf->cache.l2_timeout_ms, 50);
-	l = &cf->servers[0].locations[0];
-	cr_assert_str_eq(l->prefix, "/articles/");	/* longest first */
+	l = &cf->servers[0].locations[1];
+	cr_assert_str_eq(l->prefix, "/articles/");	/* in the order written */
 	cr_expect(l->memcached_local);
 	cr_expect_not(l->memcached_request_uri);
 	cr_expect_eq(l->memcached_gzip_flag, 2);
-	l = &cf->servers[0].locations[1];
+	l = &cf->servers[0].locations[0];
 	cr_expect_not(l->memcached_local);
 	cr_expect(l->memcached_request_uri);
 	cr_expect_eq(l->upstream, 0);
