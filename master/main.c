@@ -83,12 +83,6 @@ warn_stderr(const char *msg)
 	fprintf(stderr, "corral: warning: %s\n", msg);
 }
 
-static void
-warn_log(const char *msg)
-{
-	log_warn("%s", msg);
-}
-
 /* Prints one resolved setting, for corralctl and scripts. */
 static int
 query(const struct config *cf, const char *key)
@@ -221,7 +215,7 @@ main(int argc, char **argv)
 		fprintf(stderr, "corral: %s\n", err);
 		goto failed;
 	}
-	if (master_preflight(cf, warn_log, err, sizeof(err)) == -1) {
+	if (master_preflight(cf, master_warn_log, err, sizeof(err)) == -1) {
 		log_crit("%s", err);
 		goto failed;
 	}

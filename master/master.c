@@ -731,8 +731,8 @@ signal_workers(int sig)
 
 /* Reload and log rotation ---------------------------------------------- */
 
-static void
-warn_log(const char *msg)
+void
+master_warn_log(const char *msg)
 {
 	log_warn("%s", msg);
 }
@@ -757,7 +757,7 @@ reload(void)
 		config_free(cf);
 		return;
 	}
-	if (master_preflight(cf, warn_log, err, sizeof(err)) == -1) {
+	if (master_preflight(cf, master_warn_log, err, sizeof(err)) == -1) {
 		log_error("%s; reload aborted, the old config stays", err);
 		mime_free(mime);
 		config_free(cf);

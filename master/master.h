@@ -47,11 +47,13 @@ struct runtime {
 
 /* Receives one warning line ("FILE:LINE: what"). */
 typedef void master_warn_fn(const char *msg);
+/* One that writes it to the error log, at warn. */
+master_warn_fn master_warn_log;
 
 /*
  * What a config needs from the machine (preflight.c), checked without
- * changing anything: users, log files, the pid file's folder, listening
- * addresses, the store file.  corral -t runs it, and start and reload run
+ * changing anything: users, log files, the pid file's and the stats
+ * file's folders, listening addresses, the store's file and layout.  corral -t runs it, and start and reload run
  * it first, so they agree.  Returns 0, or -1 with "FILE:LINE: why" in err;
  * warnings go to warn (may be NULL).
  */
