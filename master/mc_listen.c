@@ -4,6 +4,7 @@
  * handed over across a reload when their address stays.  Never UDP.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
@@ -71,7 +72,8 @@ static int
 listen_peer(const struct runtime *rt, const struct config_peer *p)
 {
 	const char *path = ((const struct sockaddr_un *)&p->addr)->sun_path;
-	int fd, on = 1;
+	int fd, on = 1, rc;
+	mode_t mask;
 	bool un = p->addr.ss_family == AF_UNIX;
 
 	if (un && clear_unix_path(p) == -1)
@@ -86,14 +88,22 @@ listen_peer(const struct runtime *rt, const struct config_peer *p)
 		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on));
 	if (p->addr.ss_family == AF_INET6)
 		setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &on, sizeof(on));
-	if (bind(fd, (const struct sockaddr *)&p->addr, p->addrlen) == -1) {
+	/*
+	 * Writers of pages are the workers' user and its group only: the
+	 * socket is made 0660 by the umask, and given to them without
+	 * following a link that someone put in its place since (preflight
+	 * refused a folder where others could).
+	 */
+	mask = umask(0117);
+	rc = bind(fd, (const struct sockaddr *)&p->addr, p->addrlen);
+	umask(mask);
+	if (rc == -1) {
 		log_at(L_CRIT, errno, "bind %s", p->text);
 		goto failed;
 	}
-	/* Writers of pages are the workers' user and its group only. */
-	if (un && (chmod(path, 0660) == -1 || (rt->drop_privileges &&
-	    chown(path, rt->uid, rt->gid) == -1))) {
-		log_at(L_CRIT, errno, "chmod/chown %s", p->text);
+	if (un && rt->drop_privileges && fchownat(AT_FDCWD, path, rt->uid,
+	    rt->gid, AT_SYMLINK_NOFOLLOW) == -1) {
+		log_at(L_CRIT, errno, "chown %s", p->text);
 		goto failed;
 	}
 	if (listen(fd, MC_BACKLOG) == -1) {

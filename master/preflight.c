@@ -19,6 +19,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "master/config.h"
@@ -146,6 +147,23 @@ check_log(const struct config *cf, const char *what, const char *path,
 	return 0;
 }
 
+/* The errno of binding addr once, as start will (0: it binds). */
+static int
+bind_error(const struct sockaddr_storage *addr, socklen_t addrlen)
+{
+	int fd, on = 1, e;
+
+	fd = socket(addr->ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd == -1)
+		return errno;
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on));
+	if (addr->ss_family == AF_INET6)
+		setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &on, sizeof(on));
+	e = bind(fd, (const struct sockaddr *)addr, addrlen) == -1 ? errno : 0;
+	close(fd);
+	return e;
+}
+
 /*
  * Binds each address once, as start will: an address that is not this
  * machine's, or a port the user may not bind, fails here.  An address in
@@ -154,25 +172,53 @@ check_log(const struct config *cf, const char *what, const char *path,
 static int
 check_listen(const struct config *cf, char *err, size_t errlen)
 {
-	int fd, on = 1, e;
+	int e;
 
 	for (size_t i = 0; i < cf->nlisten; i++) {
 		const struct config_listen *l = &cf->listen[i];
 
-		fd = socket(l->addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-		if (fd == -1)
-			return at(cf, cf->lines.listen, err, errlen,
-			    "listen \"%s\": %s", l->text, strerror(errno));
-		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on));
-		if (l->addr.ss_family == AF_INET6)
-			setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &on,
-			    sizeof(on));
-		e = bind(fd, (const struct sockaddr *)&l->addr, l->addrlen) ==
-		    -1 ? errno : 0;
-		close(fd);
+		e = bind_error(&l->addr, l->addrlen);
 		if (e != 0 && e != EADDRINUSE)
 			return at(cf, cf->lines.listen, err, errlen,
 			    "listen \"%s\": %s", l->text, strerror(e));
+	}
+	return 0;
+}
+
+/*
+ * The memcached listener's addresses: a TCP one as above; a unix socket's
+ * folder must be one where start may remove a stale socket and make its
+ * own (fsafe's rules for a file replaced as root), and the name must not
+ * be a file of another kind, which start would refuse to remove.
+ */
+static int
+check_mc_listen(const struct config *cf, char *err, size_t errlen)
+{
+	const struct config_memcached *m = &cf->memcached;
+	char why[PATH_MAX + 256];
+	struct stat st;
+	int e;
+
+	for (size_t i = 0; i < m->nlisten; i++) {
+		const struct config_peer *p = &m->listen[i];
+		const char *path =
+		    ((const struct sockaddr_un *)&p->addr)->sun_path;
+
+		if (p->addr.ss_family == AF_UNIX) {
+			if (fsafe_check_replace(path, why, sizeof(why)) == -1)
+				return at(cf, m->line, err, errlen,
+				    "memcached listen %s", why);
+			if (lstat(path, &st) == 0 && !S_ISSOCK(st.st_mode))
+				return at(cf, m->line, err, errlen,
+				    "memcached listen \"%s\": a file that is "
+				    "not a socket is there", p->text);
+			continue;
+		}
+		e = bind_error(&p->addr, p->addrlen);
+		if (e != 0 && e != EADDRINUSE)
+			return at(cf, m->line, err, errlen,
+			    "memcached listen \"%s\": %s", p->text,
+			    strerror(e));
 	}
 	return 0;
 }
@@ -215,5 +261,7 @@ master_preflight(const struct config *cf, master_warn_fn *warn, char *err,
 	/* The store's layout, with the words store_create() would use. */
 	if (master_check_store(cf, err, errlen) == -1)
 		return -1;
-	return check_listen(cf, err, errlen);
+	if (check_listen(cf, err, errlen) == -1)
+		return -1;
+	return check_mc_listen(cf, err, errlen);
 }

@@ -15,8 +15,8 @@ import subprocess
 import tempfile
 import time
 
-from harness import (BIN, Conn, CorralTestCase, Raw, build_request,
-                     free_port, need_tool, quote, wait_until)
+from harness import (BIN, Conn, CorralTestCase, Raw, ServerError,
+                     build_request, free_port, need_tool, quote, wait_until)
 from mcnode import Node, exchange, pymemcache
 
 
@@ -347,6 +347,63 @@ class Config(CorralTestCase):
         rc, err, path = self.check(memcached={'listen': ['localhost']})
         self.assertEqual(rc, 1)
         self.assertIn('invalid memcached listen "localhost"', err)
+
+
+class ListenChecked(CorralTestCase):
+    """-t checks the listener's addresses as start binds them: both refuse
+    the same ones with the same FILE:LINE, and a unix socket is made 0660
+    for the workers' user, never through a link planted in its place."""
+
+    def folder(self, c, name, mode):
+        path = os.path.join(c.tmp, name)
+        os.mkdir(path)
+        os.chmod(path, mode)
+        return path
+
+    def refused_by_both(self, c, what):
+        t = c.check_config()
+        self.assertEqual(t.returncode, 1, t.stderr)
+        m = re.search(re.escape(c.conf_path) + r':\d+: memcached listen .*',
+                      t.stderr)
+        self.assertTrue(m, t.stderr)
+        self.assertIn(what, m.group(0))
+        with self.assertRaises(ServerError) as e:
+            c.start()
+        self.assertIn(m.group(0), str(e.exception))
+
+    def test_refused_addresses(self):
+        c = self.make()
+        cases = [
+            ('10.255.255.1:11211', 'Cannot assign requested address'),
+            ('unix:' + os.path.join(c.tmp, 'none', 'mc.sock'),
+             'No such file or directory'),
+            ('unix:' + os.path.join(self.folder(c, 'world', 0o777),
+                                    'mc.sock'), 'no sticky bit'),
+        ]
+        plain = os.path.join(self.folder(c, 'plain', 0o755), 'mc.sock')
+        with open(plain, 'w') as f:
+            f.write('precious\n')
+        cases.append(('unix:' + plain, 'a file that is not a socket'))
+        for addr, what in cases:
+            with self.subTest(addr=addr):
+                c = self.make(memcached={'listen': [addr]},
+                              cache={'size': Raw('8m')})
+                self.refused_by_both(c, what)
+        with open(plain) as f:
+            self.assertEqual(f.read(), 'precious\n')
+
+    def test_unix_socket_in_a_sticky_folder(self):
+        c = self.make()
+        path = os.path.join(self.folder(c, 'sticky', 0o1777), 'mc.sock')
+        kw = {'user': 'nobody'} if os.geteuid() == 0 else {}
+        c = self.start(memcached={'listen': ['unix:' + path]},
+                       cache={'size': Raw('8m')}, **kw)
+        st = os.lstat(path)
+        self.assertEqual(oct(st.st_mode & 0o7777), '0o660')
+        if kw:
+            import pwd
+            self.assertEqual(st.st_uid, pwd.getpwnam('nobody').pw_uid)
+        self.assertEqual(exchange(path, b'version\r\n')[:8], b'VERSION ')
 
 
 class Pages(Listener):
