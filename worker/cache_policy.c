@@ -2,6 +2,7 @@
  * RFC 9111 for a shared cache, as pure functions: see cache_policy.h.
  */
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 #include <strings.h>
 
@@ -163,14 +164,40 @@ cp_response_cc(const struct cp_conf *conf, const struct http_response *r,
 	return false;
 }
 
+/*
+ * A response's date, read robustly as RFC 9110 5.6.7 encourages: names of
+ * days and months and "GMT" in any case (nginx, ATS and the browsers do),
+ * which the strict parser shared with If-Modified-Since refuses.
+ */
 static int64_t
 date_of(struct span v)
 {
+	char buf[64];
+	size_t i, run = 0;
 	time_t t;
 
 	if (v.p == NULL)
 		return -1;
-	t = http_date_parse(v.p, v.len);
+	if ((t = http_date_parse(v.p, v.len)) != (time_t)-1)
+		return (int64_t)t;
+	if (v.len >= sizeof(buf))
+		return -1;
+	for (i = 0; i <= v.len; i++) {
+		unsigned char ch = i < v.len ? (unsigned char)v.p[i] : ' ';
+
+		if (http_lower(ch) >= 'a' && http_lower(ch) <= 'z') {
+			buf[i] = (char)(run == 0 ? http_lower(ch) - 0x20 :
+			    http_lower(ch));
+			run++;
+			continue;
+		}
+		if (run == 3 && http_ieq(buf + i - 3, "gmt", 3))
+			memcpy(buf + i - 3, "GMT", 3);
+		run = 0;
+		if (i < v.len)
+			buf[i] = (char)ch;
+	}
+	t = http_date_parse(buf, v.len);
 	return t == (time_t)-1 ? -1 : (int64_t)t;
 }
 
@@ -439,6 +466,93 @@ accept_encoding(const struct span *lines, size_t n, char *out, size_t size)
 	return o;
 }
 
+/* One Accept-Language member: its range in lower case and its weight. */
+struct lang {
+	char name[CODING_LEN + 1];
+	int q;				/* 0..1000 */
+};
+
+/* The weight among params (RFC 9110 12.4.2); -1 when malformed. */
+static int
+weight(const char *p, const char *end)
+{
+	int q = 1000, k, scale = 100;
+
+	p = http_skip_ows(p, end);
+	if (p == end)
+		return q;
+	if (*p++ != ';')
+		return -1;
+	p = http_skip_ows(p, end);
+	if (end - p < 3 || (*p != 'q' && *p != 'Q') || p[1] != '=' ||
+	    (p[2] != '0' && p[2] != '1'))
+		return -1;
+	q = (p[2] - '0') * 1000;
+	p += 3;
+	if (p < end && *p == '.')
+		for (p++, k = 0; p < end && k < 3 && IS(*p, C_DIGIT); p++, k++) {
+			q += (*p - '0') * scale;
+			scale /= 10;
+		}
+	p = http_skip_ows(p, end);
+	return p == end && q <= 1000 ? q : -1;
+}
+
+static int
+lang_cmp(const void *a, const void *b)
+{
+	const struct lang *x = a, *y = b;
+
+	if (x->q != y->q)
+		return y->q - x->q;
+	return strcmp(x->name, y->name);
+}
+
+/*
+ * Accept-Language as its set of weighted ranges: the order of ranges of
+ * one weight, their case and the whitespace do not change what the
+ * origin selects (RFC 9110 12.5.4; BCP 47 tags are case-insensitive).
+ */
+static ssize_t
+accept_language(const struct span *lines, size_t n, char *out, size_t size)
+{
+	struct lang l[CODINGS_MAX];
+	struct span e;
+	const char *p;
+	size_t i, j, k = 0, len;
+	ssize_t o = 0;
+	char q[8];
+
+	for (i = 0; i < n; i++)
+		for (p = lines[i].p; http_list_next(&p, lines[i].p +
+		    lines[i].len, &e);) {
+			for (len = 0; len < e.len && (IS(e.p[len], C_TCHAR) &&
+			    e.p[len] != ';'); len++)
+				;
+			if (k == CODINGS_MAX || len == 0 || len > CODING_LEN ||
+			    (l[k].q = weight(e.p + len, e.p + e.len)) < 0)
+				return -2;
+			for (j = 0; j < len; j++)
+				l[k].name[j] = (char)http_lower(
+				    (unsigned char)e.p[j]);
+			l[k++].name[len] = '\0';
+		}
+	qsort(l, k, sizeof(l[0]), lang_cmp);
+	for (i = 0; i < k && o >= 0; i++) {
+		if (i > 0 && lang_cmp(&l[i], &l[i - 1]) == 0)
+			continue;
+		if (o > 0)
+			o = put(out, size, (size_t)o, ",", 1);
+		if (o >= 0)
+			o = put(out, size, (size_t)o, l[i].name,
+			    strlen(l[i].name));
+		if (o >= 0 && l[i].q != 1000)
+			o = put(out, size, (size_t)o, q, (size_t)snprintf(q,
+			    sizeof(q), ";q=%d", l[i].q));
+	}
+	return o;
+}
+
 /* Every member of every line, joined by ",": a list without its OWS. */
 static ssize_t
 joined(const struct span *lines, size_t n, char *out, size_t size)
@@ -472,7 +586,10 @@ cp_vary_value(struct span name, const struct span *lines, size_t n,
 	if (http_span_ieq(name, "accept-encoding") &&
 	    (o = accept_encoding(lines, n, out, size)) != -2)
 		return o;
-	/* Too many or unkeyable codings: the field as sent, apart. */
+	if (http_span_ieq(name, "accept-language") &&
+	    (o = accept_language(lines, n, out, size)) != -2)
+		return o;
+	/* Too many or unkeyable members: the field as sent, apart. */
 	return joined(lines, n, out, size);
 }
 

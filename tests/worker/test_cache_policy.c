@@ -128,6 +128,31 @@ Test(policy, invalid_expires_is_in_the_past)
 	    "stale at once, no validator: not worth storing");
 }
 
+Test(policy, dates_in_any_case)
+{
+	static const char *const exp[] = {
+		"THU, 18 Aug 2050 02:01:18 GMT",
+		"Thu, 18 AUG 2050 02:01:18 GMT",
+		"Thu, 18 Aug 2050 02:01:18 gMT",
+		"thursday, 18-aug-50 02:01:18 gmt",
+	};
+	struct cp_fresh f;
+	char h[256];
+	size_t i;
+
+	for (i = 0; i < sizeof(exp) / sizeof(exp[0]); i++) {
+		snprintf(h, sizeof(h), "HTTP/1.1 200 OK\r\nDate: %s\r\n"
+		    "Expires: %s", date(NOW), exp[i]);
+		cr_assert_eq(judge(h, &f), CP_STORE, "%s", exp[i]);
+		cr_expect_gt(f.lifetime, 365 * 86400, "%s", exp[i]);
+	}
+	/* Still a date: other words or zones are not. */
+	snprintf(h, sizeof(h), "HTTP/1.1 200 OK\r\nDate: %s\r\nExpires: "
+	    "Thu, 18 Aug 2050 02:01:18 UTC\r\nETag: \"a\"", date(NOW));
+	cr_assert_eq(judge(h, &f), CP_STORE);
+	cr_expect_eq(f.lifetime, 0);
+}
+
 Test(policy, heuristic_needs_last_modified_and_status_or_public)
 {
 	struct cp_fresh f;
@@ -534,8 +559,23 @@ Test(policy, vary_other_fields_whole)
 	cr_expect_str_eq(vary("X-Lang", "en", NULL), "en");
 	cr_expect_str_eq(vary("X-Lang", "en", "evil"), "en,evil",
 	    "a repeated field is not its first line");
-	cr_expect_str_eq(vary("Accept-Language", "en ,  de", NULL), "en,de");
 	cr_expect_str_eq(vary("X-Case", "Abc", NULL), "Abc");
+}
+
+Test(policy, vary_accept_language_as_weighted_set)
+{
+	cr_expect_str_eq(vary("Accept-Language", "en ,  de", NULL), "de,en");
+	cr_expect_str_eq(vary("Accept-Language", "de, en", NULL), "de,en",
+	    "the order of one weight does not select");
+	cr_expect_str_eq(vary("Accept-Language", "eN, De", NULL), "de,en",
+	    "tags are case-insensitive");
+	cr_expect_str_eq(vary("Accept-Language", "fr;q=0.5, en-GB", NULL),
+	    "en-gb,fr;q=500");
+	cr_expect_str_eq(vary("Accept-Language", "en;q=0.5, fr", NULL),
+	    "fr,en;q=500", "weights select: kept");
+	cr_expect_str_eq(vary("Accept-Language", "en; q=1.0", "en"), "en");
+	cr_expect_str_eq(vary("Accept-Language", "en;q=2", NULL), "en;q=2",
+	    "malformed: the field as sent");
 }
 
 Test(policy, vary_value_too_long)
