@@ -171,8 +171,10 @@ bool cp_stale_ok(const struct cp_fresh *f, const struct http_cache_control *rq,
  * The value a Vary'd request field is keyed on, from all its lines:
  * Accept-Encoding as its codings with q > 0, lower case, sorted, without
  * duplicates (x-gzip is gzip), with "-coding" for each refused one, so
- * unknown codings key apart and "gzip;q=0" is not "gzip"; any other field
- * as its lines joined by "," with the whitespace around commas dropped.
+ * unknown codings key apart and "gzip;q=0" is not "gzip";
+ * Accept-Language as its ranges in lower case with their weights, sorted
+ * by weight then name; any other field (or one of those malformed) as
+ * its lines joined by "," with the whitespace around commas dropped.
  * No line at all gives an empty value that no line gives ("\x01"), so an
  * absent field and an empty one differ.  Returns the length, or -1 when
  * it does not fit in size bytes.
