@@ -556,7 +556,8 @@ class StaleTest(CacheRfcCase):
         self.counter(o, '/lm', [('Last-Modified', lm)])
         self.counter(o, '/lm500', [('Last-Modified', lm)], status=500)
         c = self.start_cache(o)
-        self.assertEqual(c.get('/lm').body, b'1')
+        r = c.get('/lm')
+        self.assertEqual(r.body, b'1', r)
         r = c.get('/lm')
         self.assertEqual((r.body, r.header('X-Cache')), (b'1', 'HIT'))
         # 500 is not heuristically cacheable.
