@@ -90,7 +90,11 @@ vary_spec(struct cache_req *cr, const char *names, size_t len, int64_t ttl)
 		    ((uint64_t)getpid() << 8) ^ ++seq;
 		cobj_init(&co, CO_VARY, 0);
 		co.status = 0;
-		co.lifetime = 0;
+		/* As long as its variant: what a copy in the cache's second
+		 * level is kept for where it is read back (store_ttl). */
+		co.born = worker.now;
+		co.lifetime = ttl == 0 ? CO_FOREVER :
+		    ttl > STORE_TTL_RELATIVE_MAX ? ttl - worker.now : ttl;
 		co.mtime = 0;
 		co.gen = gen;
 		co.hlen = (uint32_t)len;
@@ -99,6 +103,7 @@ vary_spec(struct cache_req *cr, const char *names, size_t len, int64_t ttl)
 		if (store_set(s, cr->key, cr->klen, buf, sizeof(co) + len,
 		    ttl, 0) != STORE_OK)
 			return false;
+		cache_l2_push(cr, buf, sizeof(co) + len, ttl);
 	}
 	return variant_key(cr, gen, names, len);
 }

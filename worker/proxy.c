@@ -82,7 +82,7 @@ struct proxy {
 	struct cache_req *cr;		/* NULL: the location does not cache */
 	struct waiter w;		/* in the waiting list during WAIT */
 	struct mc_call *l2;		/* L2: the get from the cluster */
-	bool l2_tried;			/* asked it once already */
+	unsigned l2_asked;		/* the URL's, then its variant's */
 	const struct http_request *req;	/* the client's, or saved */
 
 	const struct http_response *resp;	/* HEAD: the head */
@@ -409,8 +409,12 @@ px_l2_cb(void *arg, const char *data, size_t len)
 
 	px->l2 = NULL;
 	worker_update_time();
-	px_run(px, data != NULL && cache_l2_fill(px->cr, data, len) ?
-	    PX_LOOKUP : PX_FETCH);
+	if (data != NULL && cache_l2_fill(px->cr, data, len)) {
+		px_run(px, PX_LOOKUP);
+		return;
+	}
+	px->l2_asked = 2;		/* a miss there: the origin now */
+	px_run(px, PX_FETCH);
 }
 
 /* FETCH: builds the request and starts the exchange. */
@@ -420,9 +424,10 @@ px_fetch(struct proxy *px)
 	struct upstream_request rq;
 	int status;
 
-	/* A miss that fills asks the cache's cluster first, once. */
-	if (!px->l2_tried && cache_l2_wanted(px->cr)) {
-		px->l2_tried = true;
+	/* A miss that fills asks the cache's cluster first: for the URL,
+	 * and for its variant when the URL's answer was a Vary spec. */
+	if (px->l2_asked < 2 && cache_l2_wanted(px->cr)) {
+		px->l2_asked++;
 		if ((px->l2 = cache_l2_get(px->cr, px_l2_cb, px)) != NULL)
 			return PX_L2;
 	}
@@ -763,7 +768,7 @@ proxy_start(struct conn *c, const struct config_location *l,
 	px->out = OUT_AS_IS;
 	px->head_get = px->timed_out = px->abort = px->bg = false;
 	px->l2 = NULL;
-	px->l2_tried = false;
+	px->l2_asked = 0;
 	px->underscore_logged = false;
 	px->conn_opts = http_header_get(r, "Connection").p != NULL;
 	px->starting = true;

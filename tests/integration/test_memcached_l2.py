@@ -55,9 +55,9 @@ class SecondLevel(CorralTestCase):
                           server={'location "/"': loc},
                           **{'upstream "mc"': up, 'upstream "app"': app})
 
-    def get(self, c, path, method='GET'):
+    def get(self, c, path, method='GET', headers=()):
         with Conn(c.port) as conn:
-            conn.send(build_request(path, method=method))
+            conn.send(build_request(path, method=method, headers=headers))
             return conn.read_response(method=method)
 
     def test_one_machine_s_fill_is_the_other_s_hit(self):
@@ -75,6 +75,36 @@ class SecondLevel(CorralTestCase):
             n.stop()
         self.assertEqual(self.get(b, '/page/1').header('X-Cache'), 'HIT')
         self.assertEqual(self.origin.count('/page/1'), 1)
+
+    def test_variants_come_from_the_cluster_too(self):
+        # The Vary spec and each variant are items of their own: B asks
+        # for the URL's, finds the spec, then asks for its variant.
+        def answer(method, h):
+            lang = h.get('accept-language', 'none')
+            return 200, [('Vary', 'Accept-Language'),
+                         ('Cache-Control', 'max-age=60')], \
+                ('page in %s\n' % lang).encode()
+        self.origin.script('/v', fn=answer)
+        a, b = self.corral(), self.corral()
+        fr, de = [('Accept-Language', 'fr')], [('Accept-Language', 'de')]
+        r = self.get(a, '/v', headers=fr)
+        self.assertBody(r, b'page in fr\n')
+        self.assertEqual(r.header('X-Cache'), 'MISS')
+        wait_until(lambda: items(self.nodes) >= 2, 5)
+        r = self.get(b, '/v', headers=fr)
+        self.assertBody(r, b'page in fr\n')
+        self.assertEqual(r.header('X-Cache'), 'HIT')
+        self.assertEqual(self.origin.count('/v'), 1)
+        # Another variant is not in the cluster: the origin, once, then
+        # the first machine has it from the cluster.
+        r = self.get(b, '/v', headers=de)
+        self.assertBody(r, b'page in de\n')
+        self.assertEqual(self.origin.count('/v'), 2)
+        wait_until(lambda: items(self.nodes) >= 3, 5)
+        r = self.get(a, '/v', headers=de)
+        self.assertBody(r, b'page in de\n')
+        self.assertEqual(r.header('X-Cache'), 'HIT')
+        self.assertEqual(self.origin.count('/v'), 2)
 
     def test_purge_deletes_in_the_cluster(self):
         a, b = self.corral(), self.corral()
