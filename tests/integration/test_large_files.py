@@ -7,6 +7,7 @@ middle of a send: the bytes a client gets are always one version of the
 file, and the store gives back every pin (its bytes_used tells).
 """
 import os
+import re
 import signal
 import socket
 import time
@@ -152,13 +153,15 @@ class LargeFileTest(CorralTestCase):
         self.assertTrue(body == self.from_file, 'the body mixes versions')
         self.assertEqual(self.stats(c)['sets'], 0)
 
-    def pinned_while_stalled(self, c):
+    def pinned_while_stalled(self, c, released=None):
         """
         Starts a client that stalls in the middle of the stored file, then
         changes the file: the old copy is deleted but stays pinned by that
         send.  The store holds two such copies, so a third file (other.bin)
         can only come in by evicting the new copy: evictions 1 proves the
-        pin.  Returns (socket, the newest bytes of stored.bin).
+        pin.  Returns the client's socket, and whether the pin was already
+        given back: only when released() says so may other.bin have come
+        in without an eviction (the old copy's room was free again).
         """
         s, _ = self.stalled(c, '/stored.bin')
         new = os.urandom(STORED)
@@ -166,9 +169,11 @@ class LargeFileTest(CorralTestCase):
         self.assertBody(c.get('/stored.bin'), new)
         self.assertBody(c.get('/other.bin'), self.other)
         st = self.stats(c)
-        self.assertEqual((st['sets'], st['evictions'], st['items']),
-                         (3, 1, 1), st)
-        return s
+        got = (st['sets'], st['evictions'], st['items'])
+        if released is not None and got == (3, 0, 2) and released():
+            return s, True
+        self.assertEqual(got, (3, 1, 1), st)
+        return s, False
 
     def assert_unpinned(self, c):
         """Once the old copy is given back, a new version of stored.bin
@@ -197,11 +202,20 @@ class LargeFileTest(CorralTestCase):
     def test_slow_reader_of_a_stored_file_gives_its_pin_back(self):
         c = self.start_small(send_timeout=Raw('1s'))
         mark = c.log_mark()
-        s = self.pinned_while_stalled(c)
+        timed_out = r'timed out reading the response'
+        # On a loaded machine the second can pass before other.bin comes
+        # in: then its room was given back already, which proves the same.
+        s, early = self.pinned_while_stalled(
+            c, lambda: re.search(timed_out, c.log_since(mark)))
         try:
+            if early:
+                st = self.stats(c)
+                self.assertEqual((st['corruptions'], st['lock_recoveries']),
+                                 (0, 0), st)
+                return
             # The server gives up on the reader at send_timeout and
             # unpins the old copy, which nothing else refers to.
-            c.wait_log(r'timed out reading the response', mark=mark)
+            c.wait_log(timed_out, mark=mark)
             self.assert_unpinned(c)
         finally:
             s.close()
@@ -210,7 +224,7 @@ class LargeFileTest(CorralTestCase):
         c = self.start_small()
         c.expect_worker_death = True
         pid = c.wait_workers(1)[0]
-        s = self.pinned_while_stalled(c)
+        s, _ = self.pinned_while_stalled(c)
         try:
             os.kill(pid, signal.SIGKILL)
             # The master reaps the dead worker's pins.
