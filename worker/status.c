@@ -245,7 +245,9 @@ status_serve(struct conn *c, const struct config_location *l)
 	char host[256];
 	enum format f;
 
-	if (!allowed(c, l)) {
+	/* allow/deny, when the location has them, decided already
+	 * (request_route()); status_allow is for one without. */
+	if (l->nacl == 0 && !allowed(c, l)) {
 		log_info("client %s: status page not allowed", c->peer);
 		resp_error(c, 403);
 		return;

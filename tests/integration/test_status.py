@@ -355,6 +355,18 @@ class Status(CorralTestCase):
         self.assertEqual(c2.get('/status', method='DELETE').status, 405)
         self.assertEqual(c2.get('/a.txt').status, 200)
 
+    def test_allow_deny_replace_status_allow(self):
+        # With allow/deny in the status location, they decide (first
+        # match wins) and status_allow is not consulted.
+        c = self.start_status({'status_allow': ['10.1.2.3'],
+                               'allow': ['127.0.0.0/8'], 'deny': ['all']})
+        self.assertEqual(c.get('/status?json').status, 200)
+        c2 = self.start_status({'allow': ['10.0.0.0/8'], 'deny': ['all']})
+        r = c2.get('/status?json')
+        self.assertEqual(r.status, 403)
+        self.assertIn('access forbidden by rule', c2.log())
+        self.assertNotIn('status page not allowed', c2.log())
+
     def test_outside_views(self):
         c = self.start_status()
         self.probe_accepted(c)
