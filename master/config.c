@@ -620,14 +620,32 @@ parse_listen(const char *s, struct config_listen *l)
 	return NULL;
 }
 
-/* "ADDRESS" or "ADDRESS tls" ("ssl" as in nginx is taken too). */
+/*
+ * The words a listen address may be followed by, as nginx's listen has
+ * them, in any order: each sets a flag of struct config_listen.
+ */
+#define LISTEN_FLAGS(X)							\
+	X("tls",		tls)					\
+	X("ssl",		tls)		/* nginx's name */	\
+	X("default_server",	default_server)
+
+static const struct {
+	const char *word;
+	size_t off;
+} listen_flags[] = {
+#define LISTEN_FLAG_ROW(w, field) { w, offsetof(struct config_listen, field) },
+	LISTEN_FLAGS(LISTEN_FLAG_ROW)
+#undef LISTEN_FLAG_ROW
+};
+
+/* "ADDRESS" or "ADDRESS WORD ..." with words of listen_flags. */
 static int
 cb_listen(cfg_t *cfg, cfg_opt_t *opt, const char *value, void *result)
 {
 	const char *why = NULL, *sp = strchr(value, ' '), *w;
 	struct config_listen *l;
 	char addr[sizeof(l->text)];
-	size_t n = sp ? (size_t)(sp - value) : strlen(value), wl;
+	size_t n = sp ? (size_t)(sp - value) : strlen(value), wl, i;
 
 	if ((l = calloc(1, sizeof(*l))) == NULL) {
 		cfg_error(cfg, "out of memory");
@@ -640,22 +658,23 @@ cb_listen(cfg_t *cfg, cfg_opt_t *opt, const char *value, void *result)
 		addr[n] = '\0';
 		why = parse_listen(addr, l);
 	}
-	/* Options after the address, as nginx's listen has them. */
 	for (w = sp; why == NULL && w != NULL && *w != '\0'; w += wl) {
 		w += strspn(w, " ");
 		wl = strcspn(w, " ");
 		if (wl == 0)
 			break;
-		if ((wl == 3 && strncmp(w, "tls", 3) == 0) ||
-		    (wl == 3 && strncmp(w, "ssl", 3) == 0)) {
-			l->tls = true;
-			if (ld->tls_listen_line == 0)
-				ld->tls_listen_line = cfg->line;
-		} else if (wl == 14 && strncmp(w, "default_server", 14) == 0)
-			l->default_server = true;
-		else
+		for (i = 0; i < nitems(listen_flags); i++)
+			if (strlen(listen_flags[i].word) == wl &&
+			    strncmp(w, listen_flags[i].word, wl) == 0)
+				break;
+		if (i == nitems(listen_flags)) {
 			why = "the options are \"tls\" and \"default_server\"";
+			break;
+		}
+		*(bool *)((char *)l + listen_flags[i].off) = true;
 	}
+	if (why == NULL && l->tls && ld->tls_listen_line == 0)
+		ld->tls_listen_line = cfg->line;
 	if (why != NULL) {
 		cfg_error(cfg, "invalid listen address \"%s\": %s", value, why);
 		free(l);

@@ -1101,6 +1101,30 @@ Test(config, upstream_bad_unix_peers)
 #define TLS_SERVER "server {\n\troot = \"htdocs\"\n" \
 	"\ttls_certificate = \"a.crt\"\n\ttls_certificate_key = \"a.key\"\n}\n"
 
+/* The words after a server's listen address, in any order. */
+Test(config, listen_flags_in_any_order)
+{
+	struct config *cf = load_ok("server {\n\troot = \"htdocs\"\n"
+	    "\ttls_certificate = \"a.crt\"\n"
+	    "\ttls_certificate_key = \"a.key\"\n"
+	    "\tlisten = {\"127.0.0.1:8443 default_server ssl\", "
+	    "\"127.0.0.1:8080  default_server\"}\n}\n"
+	    "server {\n\troot = \"htdocs\"\n\tnames = {\"b.example\"}\n"
+	    "\tlisten = {\"127.0.0.1:8080\"}\n}\n");
+
+	cr_assert_eq(cf->nlisten, 2);
+	cr_expect(cf->listen[0].tls);
+	cr_expect_not(cf->listen[1].tls);
+	cr_assert_eq(cf->servers[0].nlisten, 2);
+	cr_expect(cf->servers[0].default_for[0]);
+	cr_expect(cf->servers[0].default_for[1]);
+	cr_expect_not(cf->servers[1].default_for[1]);
+	config_free(cf);
+	expect_error("server {\n\troot = \"htdocs\"\n"
+	    "\tlisten = {\"127.0.0.1:8080 default_server tlsx\"}\n}\n", 3,
+	    "the options are \"tls\" and \"default_server\"");
+}
+
 Test(config, tls_defaults_and_listen_flag)
 {
 	struct config *cf = load_ok("listen = {\"127.0.0.1:8080\", "
