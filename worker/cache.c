@@ -42,7 +42,8 @@ size_t
 cache_key(char *key, enum cache_ns ns, const void *a, size_t alen,
     const void *b, size_t blen)
 {
-	if (1 + alen + blen > STORE_KEY_MAX)
+	/* Written so that no sum can wrap. */
+	if (alen >= STORE_KEY_MAX || blen >= STORE_KEY_MAX - alen)
 		return 0;
 	key[0] = (char)ns;
 	if (alen > 0)
@@ -168,6 +169,13 @@ size_t
 zkey_of(const char *key, size_t klen, char *z)
 {
 	return cache_key(z, CACHE_NS_GZIP_COPY, key, klen, NULL, 0);
+}
+
+/* The same for its brotli copy, 'Q'. */
+size_t
+qkey_of(const char *key, size_t klen, char *q)
+{
+	return cache_key(q, CACHE_NS_BR_COPY, key, klen, NULL, 0);
 }
 
 /* Keys of proxied responses ------------------------------------------- */
@@ -320,7 +328,7 @@ obj_get(struct cache_req *cr, struct store_ref *ref, struct cache_obj *co)
 	return OBJ_FOUND;
 }
 
-/* Drops a key's response and its gzip copy. */
+/* Drops a key's response and its compressed copies. */
 static enum store_result
 key_delete(const char *key, size_t klen)
 {
@@ -328,6 +336,8 @@ key_delete(const char *key, size_t klen)
 	size_t zlen = zkey_of(key, klen, z);
 
 	if (zlen > 0)
+		store_delete(worker.store, z, zlen);
+	if ((zlen = qkey_of(key, klen, z)) > 0)
 		store_delete(worker.store, z, zlen);
 	return store_delete(worker.store, key, klen);
 }
@@ -664,6 +674,31 @@ cond_keep(struct cache_req *cr, struct span from, struct span *to,
 	*n += from.len;
 }
 
+/*
+ * The compressed copies the client takes, best first by its q-values
+ * (RFC 9110 12.5.3), among those the config makes.
+ */
+static void
+accept_copies(struct cache_req *cr, const struct http_request *r)
+{
+	struct span ae = http_header_get(r, "Accept-Encoding");
+	unsigned offer = (worker.cf->brotli ? 1u << CENC_BR : 0) |
+	    (worker.cf->gzip ? 1u << CENC_GZIP : 0);
+	int i, pick;
+
+	cr->enc_pick[0] = cr->enc_pick[1] = -1;
+	if (ae.p == NULL || cr->rcc.no_transform)
+		return;
+	for (i = 0; i < 2 && offer != 0; i++) {
+		pick = http_encoding_pick(ae, cache_enc_token, CENC_COUNT,
+		    offer);
+		if (pick < 0)
+			break;
+		cr->enc_pick[i] = (signed char)pick;
+		offer &= ~(1u << pick);
+	}
+}
+
 /* Copies the client's preconditions and Range: the input buffer moves on. */
 static void
 save_cond(struct cache_req *cr, const struct http_request *r)
@@ -681,9 +716,7 @@ save_cond(struct cache_req *cr, const struct http_request *r)
 	if (r->if_range.p != NULL && cr->if_range.p == NULL)
 		cr->range.p = NULL;
 	/* A client's no-transform (RFC 9111 5.2.1.6) keeps the plain copy. */
-	cr->accept_gzip = worker.cf->gzip &&
-	    http_accepts_gzip(http_header_get(r, "Accept-Encoding")) &&
-	    !cr->rcc.no_transform;
+	accept_copies(cr, r);
 }
 
 /* The request's Cache-Control, every line of it. */

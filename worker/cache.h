@@ -54,6 +54,8 @@
 	    "generation, the URL, the request's values of the fields")	\
 	X(GZIP_COPY,	'Z', "the gzip copy of a P or V response (Z, "	\
 	    "then that key)")						\
+	X(BR_COPY,	'Q', "the brotli copy of a P or V response (Q, "	\
+	    "then that key)")						\
 	X(URL_LEASE,	'L', "the lease of a P fill (never stored)")	\
 	X(VARIANT_LEASE, 'W', "the lease of a V fill (never stored)")	\
 	X(TLS_SESSION,	'T', "TLS session state (worker/tls_session.h)")	\

@@ -47,8 +47,8 @@ not_modified(const struct cache_req *cr, const struct cache_obj *co,
 
 	if (cr->inm.p != NULL)
 		return cp_etag_match(cr->inm, etag, co->etag_len);
-	/* A date cannot tell the gzip copy from the plain one. */
-	if (cr->ims.p == NULL || lm <= 0 || (co->flags & CO_GZCOPY))
+	/* A date cannot tell a compressed copy from the plain one. */
+	if (cr->ims.p == NULL || lm <= 0 || (co->flags & CO_COPY))
 		return false;
 	since = http_date_parse(cr->ims.p, cr->ims.len);
 	return since != (time_t)-1 && lm <= (int64_t)since;

@@ -1,8 +1,10 @@
 /*
- * The gzip copies of proxied responses: made once, when a response is
- * stored, under its 'Z' key, for every worker; renewed with it by a
+ * The compressed copies of proxied responses, one per encoding (gzip
+ * under its 'Z' key, brotli under its 'Q' key): made once, when a
+ * response is stored, for every worker; renewed with it by a
  * revalidation; paired with it by the fill's nonce, so a copy is only
- * ever sent for the response it was made from.
+ * ever sent for the response it was made from.  The client's
+ * Accept-Encoding q-values choose among them.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +17,26 @@
 #include "worker/gzip.h"
 #include "worker/http_field.h"
 #include "worker/http_response.h"
+
+/* Each encoding's copy, in enum cache_enc order. */
+static const struct {
+	uint32_t kept, copy;		/* CO_* of the response, of the copy */
+	const char *ce;			/* its Content-Encoding line */
+	const char *etag;		/* suffix of its entity tag */
+	size_t (*key)(const char *, size_t, char *);
+	char *(*compress)(const struct config *, const char *, size_t,
+	    size_t *);
+} encs[CENC_COUNT] = {
+	[CENC_BR] = { CO_BR, CO_BRCOPY, "Content-Encoding: br\r\n", "-br",
+	    qkey_of, brotli_bytes },
+	[CENC_GZIP] = { CO_GZ, CO_GZCOPY, "Content-Encoding: gzip\r\n",
+	    "-gz", zkey_of, gzip_bytes },
+};
+
+const char *const cache_enc_token[CENC_COUNT] = {
+	[CENC_BR] = "br",
+	[CENC_GZIP] = "gzip",
+};
 
 /*
  * Tells fills of one URL apart, whichever worker made them, so a gzip copy
@@ -35,9 +57,9 @@ fill_nonce(void)
 }
 
 /*
- * Whether to keep a gzip copy too: a plain 200 of a gzip_types type that
- * varies on nothing (the origin's own Vary means it chooses encodings)
- * and allows transforming.
+ * Whether to keep compressed copies too: a plain 200 of a gzip_types type
+ * that varies on nothing (the origin's own Vary means it chooses
+ * encodings) and allows transforming.
  */
 bool
 gz_wanted(const struct http_response *r, const struct http_cache_control *cc,
@@ -46,7 +68,8 @@ gz_wanted(const struct http_response *r, const struct http_cache_control *cc,
 	struct span t;
 	size_t i = 0;
 
-	if (!worker.cf->gzip || nvary > 0 || r->status != 200 ||
+	if ((!worker.cf->gzip && !worker.cf->brotli) || nvary > 0 ||
+	    r->status != 200 ||
 	    cc->no_transform ||
 	    http_response_header(r, "Content-Encoding", &i).p != NULL)
 		return false;
@@ -56,45 +79,46 @@ gz_wanted(const struct http_response *r, const struct http_cache_control *cc,
 }
 
 /*
- * Stores the gzip copy of the response in cbuf under its 'Z' key: the
- * same header lines plus Content-Encoding, a validator of its own, the
- * compressed body.  False when it is not worth it or cannot be done.
+ * Stores copy e of the response in cbuf under its key: the same header
+ * lines plus Content-Encoding, a validator of its own, the compressed
+ * body.  False when it is not worth it or cannot be done.
  */
-bool
-gz_store(struct cache_req *cr)
+static bool
+copy_store(struct cache_req *cr, enum cache_enc e)
 {
-	static const char ce[] = "Content-Encoding: gzip\r\n";
 	const struct cache_obj *co = &cr->co;
-	const char *etag = cr->cbuf + sizeof(*co);
+	const char *etag = cr->cbuf + sizeof(*co), *ce = encs[e].ce;
 	const char *lines = etag + co->etag_len, *body = lines + co->hlen;
 	const char *p, *nl, *end = body, *colon;
 	char z[STORE_KEY_MAX], *gz, *obj, *o;
 	struct span name;
-	size_t zlen, glen, elen = 0;
+	size_t zlen, glen, elen = 0, celen = strlen(ce);
 	struct cache_obj zco = *co;
 	bool ok;
 
 	if (co->blen < worker.cf->gzip_min_length ||
-	    (zlen = zkey_of(cr->okey, cr->oklen, z)) == 0 ||
-	    (gz = gzip_bytes(worker.cf, body, co->blen, &glen)) == NULL)
+	    (zlen = encs[e].key(cr->okey, cr->oklen, z)) == 0 ||
+	    (gz = encs[e].compress(worker.cf, body, co->blen, &glen)) ==
+	    NULL)
 		return false;
 	if (glen >= co->blen) {
 		free(gz);
 		return false;
 	}
-	/* "x" becomes "x-gz" (W/ kept): another representation. */
+	/* "x" becomes "x-gz" or "x-br" (W/ kept): another representation. */
 	if (co->etag_len >= 2 && etag[co->etag_len - 1] == '"')
 		elen = co->etag_len + 3;
 	/* The lines but ETag, then the new ETag line and Content-Encoding. */
 	if ((obj = malloc(sizeof(zco) + elen + co->hlen + 8 + elen +
-	    sizeof(ce) + glen)) == NULL) {
+	    celen + glen)) == NULL) {
 		free(gz);
 		return false;
 	}
 	o = obj + sizeof(zco);
 	if (elen > 0) {
 		memcpy(o, etag, co->etag_len - 1);
-		memcpy(o + co->etag_len - 1, "-gz\"", 4);
+		memcpy(o + co->etag_len - 1, encs[e].etag, 3);
+		o[co->etag_len + 2] = '"';
 		o += elen;
 	}
 	for (p = lines; p < end; p = nl) {
@@ -116,12 +140,12 @@ gz_store(struct cache_req *cr)
 		memcpy(o + 6 + elen, "\r\n", 2);
 		o += 6 + elen + 2;
 	}
-	memcpy(o, ce, sizeof(ce) - 1);
-	o += sizeof(ce) - 1;
+	memcpy(o, ce, celen);
+	o += celen;
 	zco.etag_len = (uint32_t)elen;
 	zco.hlen = (uint32_t)(o - obj - sizeof(zco) - elen);
 	zco.blen = glen;
-	zco.flags = CO_GZCOPY;
+	zco.flags = encs[e].copy;
 	memcpy(obj, &zco, sizeof(zco));
 	memcpy(o, gz, glen);
 	o += glen;
@@ -132,13 +156,22 @@ gz_store(struct cache_req *cr)
 	return ok;
 }
 
-/*
- * Gives the gzip copy the fields and freshness its response just got from
- * a 304 (r).
- */
-void
-gz_renew(const struct cache_req *cr, const struct cache_obj *co,
-    const struct http_response *r)
+uint32_t
+gz_store(struct cache_req *cr)
+{
+	uint32_t kept = 0;
+
+	if (worker.cf->gzip && copy_store(cr, CENC_GZIP))
+		kept |= CO_GZ;
+	if (worker.cf->brotli && copy_store(cr, CENC_BR))
+		kept |= CO_BR;
+	return kept;
+}
+
+/* Gives copy e the fields and freshness its response got from r. */
+static void
+copy_renew(const struct cache_req *cr, const struct cache_obj *co,
+    const struct http_response *r, enum cache_enc e)
 {
 	char z[STORE_KEY_MAX], *copy;
 	const char *lines;
@@ -146,7 +179,7 @@ gz_renew(const struct cache_req *cr, const struct cache_obj *co,
 	struct cache_obj zco;
 	size_t zlen, n;
 
-	if ((zlen = zkey_of(cr->okey, cr->oklen, z)) == 0 ||
+	if ((zlen = encs[e].key(cr->okey, cr->oklen, z)) == 0 ||
 	    store_get(worker.store, z, zlen, &ref) != STORE_HIT)
 		return;
 	if (!cobj_read(&ref, &zco) || zco.gen != co->gen ||
@@ -179,8 +212,21 @@ gz_renew(const struct cache_req *cr, const struct cache_obj *co,
 }
 
 /*
- * The gzip copy of a response, when the client takes it and the copy is
- * of the same fill (a refresh renews both): pinned into *zref, *zco.
+ * Gives the compressed copies the fields and freshness their response
+ * just got from a 304 (r).
+ */
+void
+gz_renew(const struct cache_req *cr, const struct cache_obj *co,
+    const struct http_response *r)
+{
+	for (int e = 0; e < CENC_COUNT; e++)
+		if (co->flags & encs[e].kept)
+			copy_renew(cr, co, r, (enum cache_enc)e);
+}
+
+/*
+ * The best compressed copy of a response the client takes, when it is of
+ * the same fill (a refresh renews them all): pinned into *zref, *zco.
  */
 bool
 gz_get(const struct cache_req *cr, const struct cache_obj *co,
@@ -188,15 +234,20 @@ gz_get(const struct cache_req *cr, const struct cache_obj *co,
 {
 	char z[STORE_KEY_MAX];
 	size_t zlen;
+	int i, e;
 
-	if (!(co->flags & CO_GZ) || !cr->accept_gzip || cr->range.p != NULL ||
-	    (zlen = zkey_of(cr->okey, cr->oklen, z)) == 0 ||
-	    store_get(worker.store, z, zlen, zref) != STORE_HIT)
+	if (!(co->flags & CO_COPIES) || cr->range.p != NULL)
 		return false;
-	if (cobj_read(zref, zco) && zco->kind == CO_RESP &&
-	    (zco->flags & CO_GZCOPY) && zco->gen == co->gen &&
-	    zco->born == co->born && zco->lifetime == co->lifetime)
-		return true;
-	store_release(worker.store, zref);
+	for (i = 0; i < 2 && (e = cr->enc_pick[i]) >= 0; i++) {
+		if (!(co->flags & encs[e].kept) ||
+		    (zlen = encs[e].key(cr->okey, cr->oklen, z)) == 0 ||
+		    store_get(worker.store, z, zlen, zref) != STORE_HIT)
+			continue;
+		if (cobj_read(zref, zco) && zco->kind == CO_RESP &&
+		    (zco->flags & encs[e].copy) && zco->gen == co->gen &&
+		    zco->born == co->born && zco->lifetime == co->lifetime)
+			return true;
+		store_release(worker.store, zref);
+	}
 	return false;
 }

@@ -42,7 +42,7 @@ struct cache_obj {
 	uint32_t etag_len;
 	uint32_t hlen;			/* header lines, or the Vary names */
 	uint64_t blen;
-	uint32_t flags;			/* CO_GZ, CO_GZCOPY */
+	uint32_t flags;			/* CO_GZ, CO_BR, CO_*COPY */
 	uint32_t cpflags;		/* CP_F_* (worker/cache_policy.h) */
 };
 
@@ -55,6 +55,10 @@ struct cache_obj {
 					   waiting for a fill, and store */
 #define CO_GZ		1		/* a gzip copy is kept under 'Z' key */
 #define CO_GZCOPY	2		/* this is such a copy */
+#define CO_BR		4		/* a brotli copy under a 'Q' key */
+#define CO_BRCOPY	8		/* this is such a copy */
+#define CO_COPIES	(CO_GZ | CO_BR)
+#define CO_COPY		(CO_GZCOPY | CO_BRCOPY)
 #define CO_FOREVER	INT64_MAX
 #define CO_ETAG_MAX	128
 #define CO_COND_MAX	1024
@@ -81,12 +85,14 @@ struct cache_req {
 	int method;
 	enum cr_role role;
 	enum xc xc;
-	bool accept_gzip;		/* gzip on, and the client takes it */
+	signed char enc_pick[2];	/* the copies the client takes, best
+					   first (enum cache_enc), or -1 */
 	bool lease;			/* this request fills the key */
 	bool stale;			/* a stale copy is there */
 	bool reval;			/* ask the upstream if it changed */
 	bool storing;			/* copying the body into cbuf */
-	bool gz;			/* a gzip copy is made at commit */
+	bool gz;			/* compressed copies are made at
+					   commit (gzip, brotli) */
 	bool bg;			/* answered stale: the fetch refreshes
 					   the copy for the next requests */
 	bool unsafe;			/* an unsafe method: a success drops
@@ -121,6 +127,7 @@ bool cobj_read(const struct store_ref *ref, struct cache_obj *co);
 void cobj_fresh(const struct cache_obj *co, struct cp_fresh *f);
 void cobj_set_fresh(struct cache_obj *co, const struct cp_fresh *f);
 size_t zkey_of(const char *key, size_t klen, char *z);
+size_t qkey_of(const char *key, size_t klen, char *q);
 bool variant_key(struct cache_req *cr, uint64_t gen, const char *names,
     size_t len);
 enum obj { OBJ_NONE, OBJ_FOUND, OBJ_PASS, OBJ_MISS };
@@ -148,11 +155,14 @@ void cache_answer(struct cache_req *cr, struct store_ref *ref,
 extern const struct span xc_line[];
 extern const char *const xc_name[];	/* "HIT", ..., for logs, counters */
 
-/* cache_gzip.c */
+/* cache_gzip.c: one compressed copy per encoding. */
+enum cache_enc { CENC_BR, CENC_GZIP, CENC_COUNT };
+extern const char *const cache_enc_token[CENC_COUNT];
 uint64_t fill_nonce(void);
 bool gz_wanted(const struct http_response *r,
     const struct http_cache_control *cc, size_t nvary);
-bool gz_store(struct cache_req *cr);
+/* Stores the copies; the CO_GZ / CO_BR flags of those stored. */
+uint32_t gz_store(struct cache_req *cr);
 void gz_renew(const struct cache_req *cr, const struct cache_obj *co,
     const struct http_response *r);
 bool gz_get(const struct cache_req *cr, const struct cache_obj *co,

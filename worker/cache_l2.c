@@ -75,7 +75,7 @@ cache_l2_fill(struct cache_req *cr, const char *data, size_t len)
 	bool ok;
 
 	if (!cobj_read(&ref, &co) || co.kind == CO_PASS ||
-	    (co.flags & CO_GZCOPY))
+	    (co.flags & CO_COPY))
 		return false;
 	cobj_fresh(&co, &f);
 	if (co.kind == CO_RESP && !cp_is_fresh(&f, NULL, worker.now))
@@ -83,8 +83,8 @@ cache_l2_fill(struct cache_req *cr, const char *data, size_t len)
 	if ((copy = malloc(len)) == NULL)
 		return false;
 	memcpy(copy, data, len);
-	/* Its gzip copy stayed on the machine that made it. */
-	co.flags &= ~(uint32_t)CO_GZ;
+	/* Its compressed copies stayed on the machine that made them. */
+	co.flags &= ~(uint32_t)CO_COPIES;
 	memcpy(copy, &co, sizeof(co));
 	ok = store_set(worker.store, cr->okey, cr->oklen, copy, len,
 	    store_ttl(cr, &co), 0) == STORE_OK;

@@ -352,8 +352,8 @@ cache_commit(struct cache_req *cr)
 	cr->co.blen = cr->clen - sizeof(cr->co) - cr->co.etag_len -
 	    cr->co.hlen;
 	/* The one compression this response gets, for every worker. */
-	if (cr->gz && gz_store(cr))
-		cr->co.flags |= CO_GZ;
+	if (cr->gz)
+		cr->co.flags |= gz_store(cr);
 	memcpy(cr->cbuf, &cr->co, sizeof(cr->co));
 	store_set(worker.store, cr->okey, cr->oklen, cr->cbuf, cr->clen,
 	    cr->cttl, 0);
@@ -488,8 +488,9 @@ refresh(struct cache_req *cr, const struct http_response *r)
 		return true;
 	}
 	store_release(worker.store, &ref);
-	/* The gzip copy first: an answer takes it only when both match. */
-	if (co.flags & CO_GZ)
+	/* The compressed copies first: an answer takes one only when both
+	 * match. */
+	if (co.flags & CO_COPIES)
 		gz_renew(cr, &co, r);
 	store_set(worker.store, cr->okey, cr->oklen, obj, len,
 	    store_ttl(cr, &co), 0);

@@ -10,6 +10,7 @@ import time
 import unittest
 
 from harness import CorralTestCase, quote
+from test_proxy_cache import ProxyCacheCase
 
 import subprocess
 
@@ -126,6 +127,74 @@ class BrotliCopyTest(CorralTestCase):
         r = c.get('/a.html', headers=['Accept-Encoding: br, gzip'])
         self.assertEqual(r.header('Content-Encoding'), 'gzip')
         self.assertEqual(gzip.decompress(r.body), TEXT)
+
+
+class ProxiedCopiesTest(ProxyCacheCase):
+    """One brotli and one gzip copy per cached response, made at the
+    fill, chosen by the client's q-values."""
+
+    PAGE = b''.join(b'<li>item %d</li>\n' % i for i in range(300))
+
+    def page_origin(self):
+        o = self.origin()
+        o.script('/api/page', body=self.PAGE, headers=[
+            ('Content-Type', 'text/html'), ('ETag', '"p1"'),
+            ('Cache-Control', 'max-age=60')])
+        return o
+
+    def test_brotli_and_gzip_copies_by_q_values(self):
+        o = self.page_origin()
+        c = self.start_cache(o, {'purge_allow': '{"127.0.0.1"}'},
+                             gzip=True, brotli=True)
+        both = [('Accept-Encoding', 'gzip, br')]
+        r = self.fetch(c, '/api/page', headers=both)
+        self.assertCache(r, 'MISS', self.PAGE)
+        self.assertEqual(r.header('Vary'), 'Accept-Encoding')
+        for _ in range(2):
+            r = self.fetch(c, '/api/page', headers=both)
+            self.assertCache(r, 'HIT')
+            self.assertEqual(r.header('Content-Encoding'), 'br')
+            self.assertEqual(r.header('ETag'), '"p1-br"')
+            self.assertEqual(r.header('Vary'), 'Accept-Encoding')
+            self.assertEqual(int(r.header('Content-Length')), len(r.body))
+            self.assertEqual(unbrotli(r.body), self.PAGE)
+        r = self.fetch(c, '/api/page', headers=[
+            ('Accept-Encoding', 'br;q=0.5, gzip')])
+        self.assertCache(r, 'HIT')
+        self.assertEqual(r.header('Content-Encoding'), 'gzip')
+        self.assertEqual(r.header('ETag'), '"p1-gz"')
+        self.assertEqual(gzip.decompress(r.body), self.PAGE)
+        r = self.fetch(c, '/api/page', headers=[
+            ('Accept-Encoding', 'gzip;q=0, br;q=0.1')])
+        self.assertEqual(r.header('Content-Encoding'), 'br')
+        r = self.fetch(c, '/api/page', headers=[
+            ('Accept-Encoding', 'identity')])
+        self.assertCache(r, 'HIT', self.PAGE)
+        self.assertIsNone(r.header('Content-Encoding'))
+        self.assertEqual(r.header('ETag'), '"p1"')
+        r = self.fetch(c, '/api/page', headers=[
+            ('Accept-Encoding', 'br'), ('If-None-Match', '"p1-br"')])
+        self.assertCache(r, 'HIT', b'', status=304)
+        self.assertEqual(r.header('ETag'), '"p1-br"')
+        self.assertEqual(o.count('/api/page'), 1)
+        # A PURGE drops every copy with the response.
+        self.assertEqual(self.fetch(c, '/api/page', method='PURGE').status,
+                         200)
+        self.assertCache(self.fetch(c, '/api/page', headers=both), 'MISS',
+                         self.PAGE)
+
+    def test_brotli_alone(self):
+        o = self.page_origin()
+        c = self.start_cache(o, gzip=False, brotli=True)
+        self.fetch(c, '/api/page')
+        r = self.fetch(c, '/api/page', headers=[
+            ('Accept-Encoding', 'gzip, br')])
+        self.assertCache(r, 'HIT')
+        self.assertEqual(r.header('Content-Encoding'), 'br')
+        self.assertEqual(unbrotli(r.body), self.PAGE)
+        r = self.fetch(c, '/api/page', headers=[('Accept-Encoding', 'gzip')])
+        self.assertCache(r, 'HIT', self.PAGE)
+        self.assertIsNone(r.header('Content-Encoding'))
 
 
 if __name__ == '__main__':
