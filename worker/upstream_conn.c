@@ -70,6 +70,9 @@ struct upstream_conn {
 	bool write_shut;		/* the peer stopped taking bytes */
 	bool reused;			/* the connection came from the pool */
 	bool retried;
+	unsigned moves;			/* to the key's next node: hashed */
+	size_t hklen;			/* hashed groups: the key, else 0 */
+	char hkey[UPSTREAM_KEY_MAX];
 	struct upstream_buf w;
 	size_t wpos;
 
@@ -378,20 +381,22 @@ uc_begin(struct upstream_conn *uc)
 /* The peer for a request: by its key on a hashed group, NULL (and the
  * status to answer) when it has none or no peer is up. */
 static struct upstream_peer *
-pick(struct upstream *u, const struct upstream_proto *proto,
-    const struct upstream_request *rq, int *status)
+pick(struct upstream_conn *uc, struct upstream *u,
+    const struct upstream_proto *proto, const struct upstream_request *rq,
+    int *status)
 {
 	struct upstream_peer *p;
-	char key[UPSTREAM_KEY_MAX];
 	size_t n;
 
+	uc->hklen = 0;
 	if (upstream_config(u)->hash != HASH_KETAMA || proto->hash_key == NULL)
 		return upstream_pick(u);
-	if ((n = proto->hash_key(rq, key, sizeof(key))) == 0) {
+	if ((n = proto->hash_key(rq, uc->hkey, sizeof(uc->hkey))) == 0) {
 		*status = 404;		/* no such key can be stored */
 		return NULL;
 	}
-	if ((p = upstream_pick_key(u, key, n)) == NULL)
+	uc->hklen = n;			/* kept for uc_move() */
+	if ((p = upstream_pick_key(u, uc->hkey, n)) == NULL)
 		log_warn("upstream \"%s\": every server is down",
 		    upstream_config(u)->name);
 	return p;
@@ -410,7 +415,7 @@ upstream_conn_open(struct upstream *u, const struct upstream_proto *proto,
 	if ((uc = uc_alloc(proto->ctx_size)) == NULL)
 		return NULL;
 	uc->up = u;
-	if ((uc->peer = pick(u, proto, rq, status)) == NULL) {
+	if ((uc->peer = pick(uc, u, proto, rq, status)) == NULL) {
 		uc_free(uc);
 		return NULL;
 	}
@@ -429,6 +434,7 @@ upstream_conn_open(struct upstream *u, const struct upstream_proto *proto,
 	uc->body_done = !uc->has_body;
 	uc->replayable = true;
 	uc->write_shut = uc->reused = uc->retried = false;
+	uc->moves = 0;
 	uc->got_bytes = uc->paused = false;
 	uc->w.len = uc->wpos = 0;
 	uc->rlen = 0;
@@ -464,6 +470,40 @@ uc_retry(struct upstream_conn *uc)
 	return true;
 }
 
+/*
+ * A hashed group's node refused the connection: it counts as failed, and
+ * when that takes it off the ring the request goes to the key's next
+ * node, where a libmemcached client ejecting it puts the key too.  True
+ * when the exchange went on or failed here.
+ */
+static bool
+uc_move(struct upstream_conn *uc, int err)
+{
+	struct upstream_peer *next;
+
+	if (uc->hklen == 0 || uc->got_bytes ||
+	    uc->moves >= upstream_config(uc->up)->npeers)
+		return false;
+	upstream_peer_failed(uc->up, uc->peer);
+	next = upstream_pick_key(uc->up, uc->hkey, uc->hklen);
+	if (next == NULL || next == uc->peer) {
+		uc_fail(uc, 502, false, "connect: %s", strerror(err));
+		return true;
+	}
+	log_warn("upstream %s: connect: %s, client %s; the key goes to %s",
+	    upstream_peer_name(uc->peer), strerror(err), uc->client,
+	    upstream_peer_name(next));
+	uc_detach(uc, false);
+	uc->peer = next;
+	uc->moves++;
+	uc->wpos = 0;
+	uc->rlen = 0;
+	upstream_peer_stats(uc->up, next)->v[STAT_peer_requests]++;
+	if (!uc_connect(uc))
+		uc_fail(uc, 502, false, "cannot connect");
+	return true;
+}
+
 static void
 uc_connected(struct upstream_conn *uc)
 {
@@ -474,7 +514,8 @@ uc_connected(struct upstream_conn *uc)
 	    getsockopt(uc->fd, SOL_SOCKET, SO_ERROR, &err, &len) == -1)
 		err = errno;
 	if (err != 0) {
-		uc_fail(uc, 502, true, "connect: %s", strerror(err));
+		if (!uc_move(uc, err))
+			uc_fail(uc, 502, true, "connect: %s", strerror(err));
 		return;
 	}
 	uc->connect_time_us = (int64_t)(worker.now_us - uc->connect_us);

@@ -6,6 +6,7 @@ itself through pylibmc, and with memccat on each node), a dead node's keys
 moving on the ring as a libmemcached client moves them.
 """
 
+import re
 import subprocess
 
 from harness import Conn, CorralTestCase, build_request, need_tool, quote
@@ -113,10 +114,14 @@ class Cluster(CorralTestCase):
         victim = self.holder(nodes, keys[0])[0]
         moved = [k for k in keys if self.holder(nodes, k) == [victim]]
         nodes[victim].stop()
-        # The first request to the dead node fails (502) and marks it
-        # down; then its keys go where libmemcached, ejecting it, puts
-        # them: the application writes them there again.
-        self.assertEqual(self.get(c, moved[0]).status, 502)
+        # The first request to the dead node marks it down and goes on to
+        # the key's next node, where libmemcached, ejecting it, puts the
+        # key: a miss there (404, for error_page), not an error.
+        self.assertEqual(self.get(c, moved[0]).status, 404)
+        dead = re.escape(nodes[victim].address)
+        self.assertRegex(c.log(), r'upstream %s: connect: Connection '
+                         r'refused, client [^;]*; the key goes to '
+                         r'127\.0\.0\.1:\d+' % dead)
         alive = [n for i, n in enumerate(nodes) if i != victim]
         ejected = self.libmemcached(alive)
         for k in moved:
