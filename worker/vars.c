@@ -45,6 +45,17 @@ name_char(char ch)
 	    (ch >= '0' && ch <= '9') || ch == '_';
 }
 
+/* Families of variables named by a prefix and what follows it. */
+static const struct {
+	const char *prefix;
+	size_t len;
+	enum var_id id;
+} prefixed[] = {
+	{ "http_", 5, VAR_HTTP },
+	{ "arg_", 4, VAR_ARG },
+	{ "cookie_", 7, VAR_COOKIE },
+};
+
 /* Resolves the name at p (len bytes) into a piece; false if unknown. */
 static bool
 resolve(const char *p, size_t len, struct piece *pc)
@@ -56,12 +67,14 @@ resolve(const char *p, size_t len, struct piece *pc)
 		pc->n = p[0] - '0';
 		return true;
 	}
-	if (len > 5 && strncmp(p, "http_", 5) == 0) {
-		pc->id = VAR_HTTP;
-		pc->p = p + 5;
-		pc->len = len - 5;
-		return true;
-	}
+	for (i = 0; i < sizeof(prefixed) / sizeof(prefixed[0]); i++)
+		if (len > prefixed[i].len &&
+		    strncmp(p, prefixed[i].prefix, prefixed[i].len) == 0) {
+			pc->id = prefixed[i].id;
+			pc->p = p + prefixed[i].len;
+			pc->len = len - prefixed[i].len;
+			return true;
+		}
 	for (i = 0; i < VAR_COUNT; i++)
 		if (names[i].len == len && memcmp(names[i].name, p, len) == 0) {
 			pc->id = (enum var_id)i;
@@ -240,6 +253,32 @@ header_value(const struct http_request *r, const char *name, size_t len)
 	return http_header_get(r, hname);
 }
 
+/*
+ * The value of "name" in a list of "name=value" items split by sep
+ * (query strings by '&', Cookie by ';' and spaces), names compared
+ * without case as nginx does; a zero span when it is not there.
+ */
+static struct span
+item_value(const char *s, size_t slen, char sep, const char *name,
+    size_t len)
+{
+	const char *end = s + slen, *item, *next, *eq;
+
+	for (item = s; s != NULL && item < end; item = next + 1) {
+		while (item < end && (*item == ' ' || *item == sep))
+			item++;
+		if ((next = memchr(item, sep, (size_t)(end - item))) == NULL)
+			next = end;
+		eq = memchr(item, '=', (size_t)(next - item));
+		if (eq != NULL && (size_t)(eq - item) == len &&
+		    strncasecmp(item, name, len) == 0)
+			return (struct span){ eq + 1, (size_t)(next - eq - 1) };
+		if (next == end)
+			break;
+	}
+	return (struct span){ NULL, 0 };
+}
+
 ssize_t
 vars_expand(const struct vars_tmpl *t, const struct conn *c,
     const struct vars_ctx *ctx, char *out, size_t outlen)
@@ -270,6 +309,18 @@ vars_expand(const struct vars_tmpl *t, const struct conn *c,
 			break;
 		case VAR_HTTP:
 			sp = header_value(&c->req, pc->p, pc->len);
+			p = sp.p;
+			len = sp.len;
+			break;
+		case VAR_ARG:
+			sp = item_value(ctx->args, ctx->args ? ctx->argslen : 0,
+			    '&', pc->p, pc->len);
+			p = sp.p;
+			len = sp.len;
+			break;
+		case VAR_COOKIE:
+			sp = header_value(&c->req, "cookie", 6);
+			sp = item_value(sp.p, sp.len, ';', pc->p, pc->len);
 			p = sp.p;
 			len = sp.len;
 			break;

@@ -38,6 +38,8 @@ enum var_id {
 #undef VARS_ENUM
 	VAR_COUNT,
 	VAR_HTTP,		/* $http_NAME: a request header */
+	VAR_ARG,		/* $arg_NAME: a query-string argument */
+	VAR_COOKIE,		/* $cookie_NAME: a cookie of the request */
 	VAR_CAPTURE,		/* $1 .. $9 */
 	VAR_LITERAL,
 };

@@ -66,6 +66,25 @@ class LocationTest(CorralTestCase):
         self.assertEqual((r.status, r.header('Location')),
                          (302, 'https://example.com/go/~a'))
 
+    def test_arg_and_cookie_variables(self):
+        c = self.site([
+            loc('= /pick', 'return = "302 /p?l=$arg_lang&t=$cookie_theme'
+                '&n=$arg_none$cookie_none"'),
+        ])
+        c.start()
+        r = c.get('/pick?page=2&LANG=fr&x', headers=[
+            'Cookie: a=1; theme=dark;lang=xx'])
+        self.assertEqual((r.status, r.header('Location')),
+                         (302, '/p?l=fr&t=dark&n='))
+        # Nothing from a value can break the Location line.
+        r = c.get('/pick?lang=%0D%0AX-Evil:1', headers=[
+            'Cookie: theme=a b'])
+        self.assertEqual(r.status, 302)
+        self.assertIsNone(r.header('X-Evil'))
+        self.assertNotIn(' ', r.header('Location'))
+        r = c.get('/pick')
+        self.assertEqual(r.header('Location'), '/p?l=&t=&n=')
+
     def test_redirect_from_an_old_host(self):
         c = self.make(vhosts=[{'names': ['old.example'], 'root': 'old',
                                '_raw': '  return = "301 http://new.example'
