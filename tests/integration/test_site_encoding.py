@@ -10,7 +10,7 @@ import time
 import unittest
 
 from harness import CorralTestCase, quote
-from test_proxy_cache import ProxyCacheCase
+from test_proxy_cache import ProxyCacheCase, seconds_pass
 
 import subprocess
 
@@ -182,6 +182,34 @@ class ProxiedCopiesTest(ProxyCacheCase):
                          200)
         self.assertCache(self.fetch(c, '/api/page', headers=both), 'MISS',
                          self.PAGE)
+
+    def test_copies_renewed_by_revalidation(self):
+        o = self.origin()
+
+        def answer(method, h):
+            if h.get('if-none-match') == '"r1"':
+                return 304, [('ETag', '"r1"'),
+                             ('Cache-Control', 'max-age=1')], b''
+            return 200, [('Content-Type', 'text/html'), ('ETag', '"r1"'),
+                         ('Cache-Control', 'max-age=1')], self.PAGE
+        o.script('/api/rv', fn=answer)
+        c = self.start_cache(o, gzip=True, brotli=True)
+        br, gz = [('Accept-Encoding', 'br')], [('Accept-Encoding', 'gzip')]
+        t0 = time.time()
+        self.assertCache(self.fetch(c, '/api/rv', headers=br), 'MISS',
+                         self.PAGE)
+        seconds_pass(2, t0)
+        r = self.fetch(c, '/api/rv', headers=br)
+        self.assertCache(r, 'EXPIRED')
+        self.assertEqual(r.header('Content-Encoding'), 'br')
+        self.assertEqual(unbrotli(r.body), self.PAGE)
+        # Both copies were renewed with the response by the 304.
+        for h, enc in ((br, 'br'), (gz, 'gzip')):
+            r = self.fetch(c, '/api/rv', headers=h)
+            self.assertCache(r, 'HIT')
+            self.assertEqual(r.header('Content-Encoding'), enc)
+        self.assertEqual(o.count('/api/rv'), 2)
+        self.assertEqual(o.answered_with('/api/rv', 304), 1)
 
     def test_brotli_alone(self):
         o = self.page_origin()
