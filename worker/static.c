@@ -13,7 +13,10 @@
  * there once for all workers, as objects of the cache module (cache.h).
  * Their key holds the file's identity (device, inode, size, mtime), so a
  * changed file is a new key and no worker can pair old headers with new
- * bytes.
+ * bytes.  A file up to file_cache_max_size keeps its pin in the worker's
+ * entry, so a hit costs no store lookup, lock or pin of its own (the
+ * entry's revalidation and expiry let it go); the number and bytes of
+ * such pins are bounded, so the store's other users keep their room.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -47,7 +50,13 @@ struct fcache {
 	size_t mask;
 	size_t count;
 	struct fentry *lru_head, *lru_tail;	/* head is most recent */
+	unsigned pins;				/* entries holding a pin */
+	uint64_t pinned;			/* and their bytes */
+	uint64_t pinned_max;
 };
+
+/* A quarter of the store's pins per worker (master.c STORE_MAX_REFS). */
+#define FCACHE_PINS_MAX	1024
 
 struct fcache *
 fcache_create(const struct config *cf)
@@ -67,6 +76,9 @@ fcache_create(const struct config *cf)
 	}
 	fc->cf = cf;
 	fc->mask = n - 1;
+	/* A quarter of the store, shared by the workers. */
+	fc->pinned_max = cf->cache.size / 4 /
+	    (uint64_t)(cf->workers > 0 ? cf->workers : 1);
 	return fc;
 }
 
@@ -137,6 +149,13 @@ fcache_remove(struct fcache *fc, struct fentry *fe)
 	lru_unlink(fc, fe);
 	fe->cached = false;
 	fc->count--;
+	if (fe->pin != NULL) {
+		/* Responses still queued hold uses of their own. */
+		pin_put(fe->pin);
+		fe->pin = NULL;
+		fc->pins--;
+		fc->pinned -= (uint64_t)fe->size;
+	}
 	fentry_release(fe);
 }
 
@@ -624,14 +643,30 @@ static_get_shared(struct fentry *fe, struct store_ref *ref, size_t *body)
 	return false;
 }
 
+/* Whether the entry may keep the pin of its store copy. */
+static bool
+may_hold(const struct fcache *fc, const struct fentry *fe)
+{
+	return fe->cached &&
+	    (size_t)fe->size <= fc->cf->file_cache_max_size &&
+	    fc->pins < FCACHE_PINS_MAX &&
+	    fc->pinned + (uint64_t)fe->size <= fc->pinned_max;
+}
+
 /* Queues a body from the store; false when the store cannot hold it. */
 static bool
 send_shared(struct conn *c, struct fentry *fe, off_t off, off_t len)
 {
+	struct fcache *fc = worker.fcache;
 	struct store_ref ref;
 	struct pin *pin;
 	size_t body;
 
+	if (fe->pin != NULL) {
+		resp_body_pin(c, fe->pin, fe->pin_body + (size_t)off,
+		    (size_t)len);
+		return true;
+	}
 	if (!static_get_shared(fe, &ref, &body))
 		return false;
 	if ((pin = pin_take(&ref)) == NULL) {
@@ -639,7 +674,13 @@ send_shared(struct conn *c, struct fentry *fe, off_t off, off_t len)
 		return false;
 	}
 	resp_body_pin(c, pin, body + (size_t)off, (size_t)len);
-	pin_put(pin);
+	if (may_hold(fc, fe)) {
+		fe->pin = pin;		/* the entry keeps this use */
+		fe->pin_body = body;
+		fc->pins++;
+		fc->pinned += (uint64_t)fe->size;
+	} else
+		pin_put(pin);
 	return true;
 }
 

@@ -16,6 +16,7 @@
 #include "worker/http.h"
 
 struct conn;
+struct pin;
 struct config_location;
 
 /* The encodings corral compresses into, best first when weights tie. */
@@ -43,6 +44,8 @@ struct fentry {
 	uint64_t checked_ms;
 	uint64_t used_ms;		/* last asked for */
 	char *data;
+	struct pin *pin;		/* held on the store's copy, or NULL */
+	size_t pin_body;		/* where the body starts in it */
 	const char *type;
 	size_t etag_len;
 	char etag[48];

@@ -429,10 +429,12 @@ worker_main(const struct runtime *rt, int slot, unsigned gen,
 	event_base_dispatch(worker.base);
 
 	log_info("exiting");
+	/* First: the entries' store pins go back to the pin pool, which
+	 * conn_close_all() frees. */
+	fcache_destroy(worker.fcache);
 	conn_close_all();
 	mc_close_all();
 	mc_client_free_all();
-	fcache_destroy(worker.fcache);
 	free(worker.headers);
 	for (i = 0; i < cf->nlisten; i++)
 		event_free(accept_evs[i]);

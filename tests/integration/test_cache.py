@@ -36,7 +36,10 @@ class CacheTest(CorralTestCase):
         return c
 
     def test_one_fill_hits_from_both_workers(self):
-        c = self.start_cached(workers=2, log_level='debug')
+        # file_cache_max_size 0: every request looks the file up in the
+        # store (a smaller file's entry keeps its pin; see below).
+        c = self.start_cached(workers=2, log_level='debug',
+                              file_cache_max_size=0)
         data = os.urandom(20000)
         c.write('page.bin', data)
         served_by = set()
@@ -62,7 +65,8 @@ class CacheTest(CorralTestCase):
         # A file kept in the store is an object: its bytes and a header.
         # One that leaves no room for the header is sent from the file
         # every time, not offered to the store each time in vain.
-        c = self.start_cached(cache_extra={'max_object': '64k'})
+        c = self.start_cached(cache_extra={'max_object': '64k'},
+                              file_cache_max_size=0)
         big, small = os.urandom(64 << 10), os.urandom((64 << 10) - 100)
         c.write('big.bin', big)
         c.write('small.bin', small)
@@ -84,8 +88,35 @@ class CacheTest(CorralTestCase):
         self.assertEqual(st['sets'], 2, st)
         self.assertEqual(st['items'], 1, st)	# the old one was dropped
 
+    def test_entry_keeps_the_pin_of_a_small_file(self):
+        # Up to file_cache_max_size the worker's entry keeps its pin on
+        # the store's copy: one lookup, then hits cost the store nothing.
+        # A changed file lets it go, and the new version is stored.
+        c = self.start_cached(file_cache_valid=Raw('0s'))
+        old, new = os.urandom(3000), os.urandom(3000)
+        c.write('small.bin', old)
+        for _ in range(5):
+            self.assertBody(c.get('/small.bin'), old)
+        st = self.stats(c)
+        self.assertEqual((st['sets'], st['gets'], st['hits']), (1, 2, 1),
+                         st)
+        c.write('small.bin', new, mtime=os.stat(
+            os.path.join(c.htdocs, 'small.bin')).st_mtime + 5)
+        for _ in range(3):
+            self.assertBody(c.get('/small.bin'), new)
+        st = self.stats(c)
+        self.assertEqual((st['sets'], st['items'], st['deletes']),
+                         (2, 1, 1), st)
+        # Over file_cache_max_size: a lookup per request.
+        big = os.urandom(100 << 10)
+        c.write('big.bin', big)
+        for _ in range(3):
+            self.assertBody(c.get('/big.bin'), big)
+        st2 = self.stats(c)
+        self.assertEqual(st2['hits'] - st['hits'], 3, st2)
+
     def test_stats_json_and_corralctl(self):
-        c = self.start_cached()
+        c = self.start_cached(file_cache_max_size=0)
         c.write('a.txt', b'a' * 100)
         for _ in range(3):
             self.assertEqual(c.get('/a.txt').status, 200)

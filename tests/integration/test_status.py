@@ -421,8 +421,10 @@ class Status(CorralTestCase):
 
     def test_cache_counters_without_cache_path(self):
         # The store is anonymous (no cache.path): the master copies its
-        # counters into the stats file every second.
-        c = self.start_status(workers=1)
+        # counters into the stats file every second.  With
+        # file_cache_max_size 0 every request looks a.txt up in the store
+        # (a worker's entry otherwise keeps its pin: one lookup).
+        c = self.start_status(workers=1, file_cache_max_size=0)
         for _ in range(5):
             self.assertEqual(c.get('/a.txt').status, 200)
         live = json.loads(self.status(c).body)['cache']
