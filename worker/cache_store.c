@@ -441,7 +441,8 @@ freshen(struct cache_req *cr, const struct store_ref *ref,
 	elen = m.etag.p != NULL && m.etag.len <= CO_ETAG_MAX ? m.etag.len : 0;
 	/* etag, lines, body: the lines are in place after the room. */
 	n = sizeof(*co);
-	memcpy(obj + n, m.etag.p, elen);
+	if (elen > 0)
+		memcpy(obj + n, m.etag.p, elen);
 	n += elen;
 	memmove(obj + n, merged, mlen);
 	n += mlen;
