@@ -34,6 +34,7 @@
 #include "master/config_impl.h"
 #include "master/log.h"
 #include "worker/log_format.h"
+#include "worker/vars.h"
 
 #define KB		1024ULL
 #define MB		(1024 * KB)
@@ -1152,12 +1153,16 @@ cb_hash(cfg_t *cfg, cfg_opt_t *opt, const char *value, void *result)
 static int
 cb_mc_key(cfg_t *cfg, cfg_opt_t *opt, const char *value, void *result)
 {
+	struct vars_tmpl *t;
+	char err[256];
+
 	(void)opt;
-	if (strcmp(value, "$uri") != 0 && strcmp(value, "$request_uri") != 0) {
-		cfg_error(cfg, "memcached_key \"%s\": $uri or $request_uri",
-		    value);
+	/* Variables of the request itself: no captures, no rewrites. */
+	if ((t = vars_compile(value, 0, err, sizeof(err))) == NULL) {
+		cfg_error(cfg, "memcached_key \"%s\": %s", value, err);
 		return -1;
 	}
+	vars_free(t);
 	*(const char **)result = value;
 	return 0;
 }
@@ -2360,6 +2365,10 @@ build_locations(cfg_t *sec, struct config_server *s)
 		key = cfg_getstr(ls, "memcached_key");
 		l->memcached_request_uri = key != NULL &&
 		    strcmp(key, "$request_uri") == 0;
+		if (key != NULL && !l->memcached_request_uri &&
+		    strcmp(key, "$uri") != 0 && (l->memcached_key =
+		    vars_compile(key, 0, NULL, 0)) == NULL)
+			ld->oom = true;
 		l->memcached_local = key != NULL && l->upstream < 0;
 		l->memcached_gzip_flag = (uint32_t)cfg_getint(ls,
 		    "memcached_gzip_flag");
@@ -2713,6 +2722,7 @@ config_free(struct config *cf)
 			free_fastcgi(l->fastcgi);
 			free(l->proxy_path);
 			free(l->cache_valid);
+			vars_free(l->memcached_key);
 		}
 		free(cf->servers[i].base.prefix);
 		site_free_location(&cf->servers[i].base);

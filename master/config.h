@@ -240,6 +240,7 @@ struct config_location {
 	/* memcached = "NAME": the value of memcached_key is the body. */
 	bool memcached_request_uri;	/* memcached_key = $request_uri, else
 					   $uri */
+	struct vars_tmpl *memcached_key; /* any other memcached_key, or NULL */
 	bool memcached_local;		/* memcached_key alone: the memcached
 					   listener's items (worker/mc_http.c) */
 	uint32_t memcached_gzip_flag;	/* flags bits that say "gzip" */

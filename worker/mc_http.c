@@ -28,6 +28,7 @@
 #include "worker/mc_store.h"
 #include "worker/resp.h"
 #include "worker/static.h"
+#include "worker/vars.h"
 
 #define GZ_LINES	"Content-Encoding: gzip\r\nVary: Accept-Encoding\r\n"
 #define VARY_LINE	"Vary: Accept-Encoding\r\n"
@@ -65,6 +66,24 @@ mc_http_key(const char *p, size_t len, char *key)
 		}
 	}
 	return n;
+}
+
+size_t
+mc_http_request_key(const struct conn *c, const struct config_location *l,
+    const struct http_request *r, const char *path, size_t plen, char *key)
+{
+	struct vars_ctx x = { .uri = path, .urilen = plen,
+	    .args = r->query.p, .argslen = r->query.len };
+	char buf[4 * MC_KEY_MAX];
+	ssize_t n;
+
+	if (l->memcached_request_uri)
+		return mc_http_key(r->target.p, r->target.len, key);
+	if (l->memcached_key == NULL)
+		return mc_http_key(path, plen, key);
+	x.root = worker.cf->dirs[l->dir];
+	n = vars_expand(l->memcached_key, c, &x, buf, sizeof(buf));
+	return n < 0 ? 0 : mc_http_key(buf, (size_t)n, key);
 }
 
 /*
@@ -222,7 +241,6 @@ mc_http_serve(struct conn *c, const struct config_location *l)
 {
 	const struct http_request *r = conn_req(c);
 	char path[PATH_MAX], key[MC_KEY_MAX];
-	struct span s = l->memcached_request_uri ? r->target : r->path;
 	struct mc_got g;
 	ssize_t plen;
 	size_t n;
@@ -238,8 +256,7 @@ mc_http_serve(struct conn *c, const struct config_location *l)
 		resp_error(c, status);
 		return;
 	}
-	n = l->memcached_request_uri ? mc_http_key(s.p, s.len, key) :
-	    mc_http_key(path, (size_t)plen, key);
+	n = mc_http_request_key(c, l, r, path, (size_t)plen, key);
 	if (n == 0 || worker.store == NULL ||
 	    !mc_fetch(worker.store, key, n, &g)) {
 		resp_error(c, 404);

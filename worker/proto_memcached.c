@@ -55,11 +55,10 @@ make_key(const struct upstream_request *rq, char *key, size_t size)
 
 	if (size < MC_KEY_MAX)
 		return 0;
-	if (rq->loc->memcached_request_uri)
-		return mc_http_key(r->target.p, r->target.len, key);
 	len = http_path_normalize(path, sizeof(path), r->path.p, r->path.len,
 	    &status);
-	return len < 0 ? 0 : mc_http_key(path, (size_t)len, key);
+	return len < 0 ? 0 : mc_http_request_key(rq->c, rq->loc, r, path,
+	    (size_t)len, key);
 }
 
 static size_t

@@ -484,6 +484,27 @@ class Pages(Listener):
         c.write('/articles/file.html', 'on disk')
         self.assertEqual(self.get(c, '/articles/file.html').status, 404)
 
+    def test_key_from_variables(self):
+        # As nginx's set $memcached_key "$host:$uri$is_args$args".
+        c = self.site({'memcached_key': Raw('"$host:$uri$is_args$args"')})
+        mc = pymemcache().Client(('127.0.0.1', self.mc_port),
+                                 default_noreply=False)
+        self.addCleanup(mc.close)
+        mc.set('a.test:/articles/p.html?v=2', b'second')
+        mc.set('a.test:/articles/p.html', b'plain')
+        mc.set('b.test:/articles/p.html', b'other site')
+
+        def get(path, host):
+            with Conn(c.port) as conn:
+                conn.send(build_request(path, host=host))
+                return conn.read_response()
+        self.assertBody(get('/articles/p.html?v=2', 'a.test'), b'second')
+        self.assertBody(get('/articles/p.html', 'a.test'), b'plain')
+        self.assertBody(get('/articles/p.html', 'b.test'), b'other site')
+        # $uri is the normalised path: the same key.
+        self.assertBody(get('/articles/./x/../p.html', 'a.test'), b'plain')
+        self.assertEqual(get('/articles/p.html?v=3', 'a.test').status, 404)
+
     def test_gzip_copy_made_once(self):
         import gzip
         self.mc_port = free_port()

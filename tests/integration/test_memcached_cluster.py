@@ -78,6 +78,18 @@ class Cluster(CorralTestCase):
         r = self.get(c, '/pages/none.html')
         self.assertEqual(r.status, 404)
 
+    def test_key_from_variables(self):
+        nodes = self.nodes()
+        c = self.corral(nodes, loc={'memcached_key':
+                                    quote('$host:$uri$is_args$args')})
+        mc = self.libmemcached(nodes)
+        keys = ['localhost:/pages/%d?x=1' % i for i in range(10)]
+        for k in keys:
+            mc.set(k, k.encode())
+        for i, k in enumerate(keys):
+            self.assertBody(self.get(c, '/pages/%d?x=1' % i), k.encode())
+        self.assertEqual(self.get(c, '/pages/0').status, 404)
+
     def test_gzip_flag_and_head(self):
         nodes = self.nodes(1)
         c = self.corral(nodes, loc={'memcached_gzip_flag': 2})

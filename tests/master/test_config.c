@@ -1234,11 +1234,19 @@ Test(config, memcached)
 	cr_assert_str_eq(l->prefix, "/articles/");	/* in the order written */
 	cr_expect(l->memcached_local);
 	cr_expect_not(l->memcached_request_uri);
+	cr_expect_null(l->memcached_key);	/* "$uri": the path itself */
 	cr_expect_eq(l->memcached_gzip_flag, 2);
 	l = &cf->servers[0].locations[0];
 	cr_expect_not(l->memcached_local);
 	cr_expect(l->memcached_request_uri);
 	cr_expect_eq(l->upstream, 0);
+	config_free(cf);
+
+	/* Any variables of the request itself. */
+	cf = load_ok("memcached {\n}\nserver {\n\troot = htdocs\n"
+	    "\tlocation \"/\" {\n"
+	    "\t\tmemcached_key = \"$host:$uri$is_args$args\"\n\t}\n}\n");
+	cr_expect_not_null(cf->servers[0].locations[0].memcached_key);
 	config_free(cf);
 
 	/* No section: no listener; l2 off. */
@@ -1270,8 +1278,11 @@ Test(config, memcached_errors)
 	    "\tlocation \"/\" {\n\t\tmemcached = \"none\"\n\t}\n}\n", 4,
 	    "memcached \"none\": no upstream has that name");
 	expect_error("server {\n\troot = htdocs\n"
-	    "\tlocation \"/\" {\n\t\tmemcached_key = \"$host\"\n\t}\n}\n",
-	    4, "memcached_key \"$host\": $uri or $request_uri");
+	    "\tlocation \"/\" {\n\t\tmemcached_key = \"$nosuch\"\n\t}\n}\n",
+	    4, "memcached_key \"$nosuch\": unknown variable \"$nosuch\"");
+	expect_error("server {\n\troot = htdocs\n"
+	    "\tlocation \"/\" {\n\t\tmemcached_key = \"$uri$1\"\n\t}\n}\n",
+	    4, "memcached_key \"$uri$1\": ");
 	expect_error(MC_UPSTREAM("http", "")
 	    "cache {\n\tl2 = \"mc\"\n}\n" SERVER, 7,
 	    "cache l2 \"mc\": that upstream's protocol is not memcached");
