@@ -96,6 +96,7 @@ static const struct range {
 	{ "max_header_size",	 U_SIZE, KB, MB },
 	{ "file_cache_max_size", U_SIZE, 0, 64 * MB },
 	{ "max_headers",	 U_COUNT, 1, 1000 },
+	{ "client_body_buffer_size", U_SIZE, KB, 64 * MB },
 	{ "keepalive_requests",	 U_COUNT, 0, 1000000000 },
 	{ "max_ranges",		 U_COUNT, 1, 1000 },
 	{ "gzip_min_length",	 U_SIZE, 0, GB },
@@ -172,6 +173,7 @@ static cfg_opt_t location_opts[] = {
 	CFG_STR_LIST_CB("fastcgi_param", "{}", CFGF_NONE, cb_fcgi_param),
 	CFG_STR("fastcgi_index", "index.php", CFGF_NONE),
 	CFG_BOOL("fastcgi_script_check", cfg_true, CFGF_NONE),
+	CFG_BOOL("fastcgi_request_buffering", cfg_true, CFGF_NONE),
 	CFG_BOOL("cache", cfg_false, CFGF_NONE),
 	CFG_INT_CB("cache_ttl", 0, CFGF_NONE, cb_time),
 	CFG_STR_LIST_CB("cache_valid", "{}", CFGF_NONE, cb_valid),
@@ -293,6 +295,8 @@ static cfg_opt_t opts[] = {
 	CFG_INT_CB("max_header_size", 32 * KB, CFGF_NONE, cb_size),
 	CFG_INT_CB("max_headers", 100, CFGF_NONE, cb_count),
 	CFG_INT_CB("max_body_size", MB, CFGF_NONE, cb_size),
+	CFG_INT_CB("client_body_buffer_size", 16 * KB, CFGF_NONE, cb_size),
+	CFG_STR("client_body_temp_path", "/tmp", CFGF_NONE),
 	CFG_INT_CB("keepalive_requests", 1000, CFGF_NONE, cb_count),
 	CFG_INT_CB("keepalive_timeout", 75 * SEC, CFGF_NONE, cb_time),
 	CFG_INT_CB("header_timeout", 30 * SEC, CFGF_NONE, cb_time),
@@ -1364,6 +1368,30 @@ validate_nonempty(cfg_t *cfg, cfg_opt_t *opt)
 	return -1;
 }
 
+/* A directory that exists, given as an absolute path. */
+static int
+validate_dir(cfg_t *cfg, cfg_opt_t *opt)
+{
+	const char *s = cfg_opt_getnstr(opt, 0);
+	struct stat st;
+
+	note_line(cfg, opt);
+	if (s == NULL || s[0] != '/') {
+		cfg_error(cfg, "%s must be an absolute path", opt->name);
+		return -1;
+	}
+	if (stat(s, &st) == -1) {
+		cfg_error(cfg, "%s \"%s\": %s", opt->name, s,
+		    strerror(errno));
+		return -1;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		cfg_error(cfg, "%s \"%s\" is not a directory", opt->name, s);
+		return -1;
+	}
+	return 0;
+}
+
 static int
 validate_stripes(cfg_t *cfg, cfg_opt_t *opt)
 {
@@ -1708,6 +1736,7 @@ static const struct {
 	{ "listen",		validate_listen },
 	{ "server|listen",	validate_listen },
 	{ "mime_types",		validate_nonempty },
+	{ "client_body_temp_path", validate_dir },
 	{ "default_type",	validate_mime_type },
 	{ "gzip_types",		validate_mime_types },
 	{ "server",		validate_server },
@@ -2318,6 +2347,7 @@ build_fastcgi(cfg_t *ls)
 	}
 	f->index = copy(cfg_getstr(ls, "fastcgi_index"));
 	f->script_check = cfg_getbool(ls, "fastcgi_script_check");
+	f->request_buffering = cfg_getbool(ls, "fastcgi_request_buffering");
 	return f;
 }
 
@@ -2567,6 +2597,10 @@ build(cfg_t *cfg, struct config *cf)
 	cf->max_header_size = cfg_getint(cfg, "max_header_size");
 	cf->max_headers = cfg_getint(cfg, "max_headers");
 	cf->max_body_size = cfg_getint(cfg, "max_body_size");
+	cf->client_body_buffer_size = cfg_getint(cfg,
+	    "client_body_buffer_size");
+	cf->client_body_temp_path = copy(cfg_getstr(cfg,
+	    "client_body_temp_path"));
 	cf->keepalive_requests = cfg_getint(cfg, "keepalive_requests");
 	cf->keepalive_timeout_ms = cfg_getint(cfg, "keepalive_timeout");
 	cf->header_timeout_ms = cfg_getint(cfg, "header_timeout");
@@ -2753,6 +2787,7 @@ config_free(struct config *cf)
 	free(cf->user);
 	free(cf->group);
 	free(cf->mime_types);
+	free(cf->client_body_temp_path);
 	free(cf->default_type);
 	free_list(cf->gzip_types, cf->ngzip_types);
 	free(cf->cache.path);

@@ -261,6 +261,8 @@ struct config_fastcgi {
 	char *index;			/* appended to a URI ending in '/' */
 	bool script_check;		/* 404 when SCRIPT_FILENAME is no file,
 					   without asking the application */
+	bool request_buffering;		/* the whole body is read before
+					   the application is asked */
 };
 
 struct config_server {
@@ -384,6 +386,9 @@ struct config {
 	size_t max_header_size;		/* whole header block: 431 */
 	size_t max_headers;		/* header field count: 431 */
 	uint64_t max_body_size;		/* 413; 0 means no limit */
+	size_t client_body_buffer_size;	/* a body kept whole: in memory up
+					   to this, then in a file */
+	char *client_body_temp_path;	/* directory of those files */
 	int keepalive_requests;
 	int keepalive_timeout_ms;
 	int header_timeout_ms;		/* total, from the first byte */

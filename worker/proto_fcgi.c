@@ -6,8 +6,10 @@
  * keeps connections.  Each request has an id of its own (a per-worker
  * count, never 0): output an application sends after END_REQUEST, once
  * the connection went back to the pool, would otherwise read as the start
- * of the next response on it; with another id it is refused (502).  The request is BEGIN_REQUEST, the CGI/1.1
- * parameters (worker/fcgi_params.c) and the body as STDIN records; the
+ * of the next response on it; with another id it is refused (502).  The
+ * request is BEGIN_REQUEST, the CGI/1.1 parameters (worker/fcgi_params.c)
+ * and the body as STDIN records (its length known: the handler reads a
+ * chunked body whole first, worker/reqbody.h); the
  * response is STDOUT records holding a CGI header block (worker/cgi.h)
  * and the body, STDERR records that go to the error log at warn, and
  * END_REQUEST.  The head is copied out of the records into memory of the
@@ -106,8 +108,13 @@ fcgi_request_head(struct upstream_conn *uc, void *vctx,
 	ctx->keep_conn = rq->up->keepalive > 0;
 	ctx->left = -1;
 	fcgi_parser_init(&ctx->p, ctx->id);
-	if (r->chunked)
-		return 411;		/* CGI needs CONTENT_LENGTH */
+	if (r->chunked) {
+		/* CGI needs CONTENT_LENGTH: the handler reads a chunked body
+		 * whole first (worker/reqbody.h), so this is a bug. */
+		log_error("FastCGI %s: a chunked body was not read whole",
+		    ctx->peer);
+		return 500;
+	}
 	status = fcgi_params_build(rq, ctx->id, ctx->keep_conn, out);
 	if (status != 0 || r->content_length > 0)
 		return status;

@@ -25,6 +25,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <event2/event.h>
+
 #include "master/config.h"
 #include "master/log.h"
 #include "worker/cache.h"
@@ -35,6 +37,7 @@
 #include "worker/http_response.h"
 #include "worker/fcgi_params.h"
 #include "worker/proxy.h"
+#include "worker/reqbody.h"
 #include "worker/resp.h"
 #include "worker/upstream.h"
 #include "worker/upstream_proto.h"
@@ -50,6 +53,7 @@
 /* name, whether it rests until an event, what happens */
 #define PX_STEPS(X)							\
 	X(LOOKUP, false, "look the URL up again in the cache")		\
+	X(SPOOL,  true,  "read the request body whole first")		\
 	X(WAIT,   true,  "wait until the fill of the key ends")		\
 	X(L2,     true,  "wait for the cache's memcached cluster")	\
 	X(FETCH,  false, "start the exchange with the upstream")	\
@@ -99,6 +103,12 @@ struct proxy {
 	bool conn_opts;			/* the request has Connection */
 	bool underscore_logged;
 
+	/* A request body read whole before the exchange (reqbody.h). */
+	struct reqbody *rb;
+	bool spool;			/* the body goes through rb */
+	bool spool_failed;		/* rb failed: 500 once it is read */
+	struct event kick;		/* moves on once the body is in */
+
 	/* A copy of the request, when the cache will need it later. */
 	struct http_request saved;
 	struct http_header *shdrs;
@@ -118,6 +128,8 @@ static struct proxy *free_px;
 
 static enum px_step px_run(struct proxy *, enum px_step);
 
+static void px_kick_cb(evutil_socket_t, short, void *);
+
 static struct proxy *
 px_alloc(void)
 {
@@ -127,7 +139,9 @@ px_alloc(void)
 		free_px = px->next;
 		return px;
 	}
-	return calloc(1, sizeof(*px));
+	if ((px = calloc(1, sizeof(*px))) != NULL)
+		event_assign(&px->kick, worker.base, -1, 0, px_kick_cb, px);
+	return px;
 }
 
 /* Lets go of the exchange, the cache's part and the waiting list. */
@@ -138,6 +152,9 @@ px_release(struct proxy *px)
 	if (px->l2 != NULL)
 		mc_client_cancel(px->l2);
 	px->l2 = NULL;
+	event_del(&px->kick);
+	reqbody_free(px->rb);
+	px->rb = NULL;
 	if (px->uc != NULL)
 		upstream_conn_close(px->uc);
 	if (px->cr != NULL)
@@ -417,6 +434,25 @@ px_l2_cb(void *arg, const char *data, size_t len)
 	px_run(px, PX_FETCH);
 }
 
+/*
+ * Hands the kept body to the exchange, as much as it takes now; the rest
+ * goes from px_sent_cb().  False when the body file cannot be read.
+ */
+static bool
+px_pump(struct proxy *px)
+{
+	const char *p;
+	size_t room, n;
+
+	while (!reqbody_read_all(px->rb) &&
+	    (room = upstream_conn_body_room(px->uc)) > 0) {
+		if ((p = reqbody_next(px->rb, room, &n)) == NULL)
+			return false;
+		upstream_conn_body(px->uc, p, n, reqbody_read_all(px->rb));
+	}
+	return true;
+}
+
 /* FETCH: builds the request and starts the exchange. */
 static enum px_step
 px_fetch(struct proxy *px)
@@ -424,6 +460,13 @@ px_fetch(struct proxy *px)
 	struct upstream_request rq;
 	int status;
 
+	if (px->spool)
+		return PX_SPOOL;	/* px_kick_cb() comes back */
+	if (px->spool_failed) {
+		if (!px->bg)
+			resp_error(px->c, 500);
+		return PX_DONE;
+	}
 	/* A miss that fills asks the cache's cluster first: for the URL,
 	 * and for its variant when the URL's answer was a Vary spec. */
 	if (px->l2_asked < 2 && cache_l2_wanted(px->cr)) {
@@ -438,6 +481,10 @@ px_fetch(struct proxy *px)
 	px_request(px, &rq);
 	px->uc = upstream_conn_open(px->up, upstream_proto_for(rq.up), &rq,
 	    &px_handler, px, &status);
+	if (px->uc != NULL && px->rb != NULL && !px_pump(px)) {
+		px->status = 500;
+		return PX_FAIL;
+	}
 	if (px->uc != NULL)
 		return PX_RECV;
 	if (status == 502)
@@ -608,6 +655,7 @@ px_run(struct proxy *px, enum px_step step)
 			break;
 		case PX_WAIT:
 		case PX_L2:
+		case PX_SPOOL:
 		case PX_RECV:
 		case PX_BODY:
 		default:
@@ -729,7 +777,27 @@ px_sent_cb(void *arg)
 {
 	struct proxy *px = arg;
 
-	conn_body_resume(px->c);
+	if (px->rb == NULL) {
+		conn_body_resume(px->c);
+		return;
+	}
+	if (!px_pump(px)) {
+		px->status = 500;
+		px_run(px, PX_FAIL);
+	}
+}
+
+/* The whole body is in (or failed): the exchange may start. */
+static void
+px_kick_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct proxy *px = arg;
+
+	(void)fd;
+	(void)what;
+	worker_update_time();
+	if (px->step == PX_SPOOL)
+		px_run(px, PX_FETCH);
 }
 
 /* What the connection says ---------------------------------------------- */
@@ -773,8 +841,14 @@ proxy_start(struct conn *c, const struct config_location *l,
 	px->conn_opts = http_header_get(r, "Connection").p != NULL;
 	px->starting = true;
 	px->step = PX_FETCH;
+	/* CGI/1.1 wants CONTENT_LENGTH: a chunked body is read whole
+	 * first, and so is any body with fastcgi_request_buffering. */
+	px->spool = l->fastcgi != NULL && (r->chunked ||
+	    (r->content_length > 0 && l->fastcgi->request_buffering));
+	px->spool_failed = false;
 	if (px->up == NULL || (l->cache && worker.store != NULL &&
-	    px->cr == NULL)) {
+	    px->cr == NULL) || (px->spool && (!px_save(px, r) ||
+	    (px->rb = reqbody_new()) == NULL))) {
 		px_release(px);
 		return -1;
 	}
@@ -810,12 +884,28 @@ proxy_start(struct conn *c, const struct config_location *l,
 size_t
 proxy_body_room(const struct proxy *px)
 {
+	if (px->spool)
+		return SIZE_MAX;	/* max_body_size bounds it */
 	return px->uc != NULL ? upstream_conn_body_room(px->uc) : 0;
 }
 
 void
 proxy_body(struct proxy *px, const char *p, size_t len, bool last)
 {
+	if (px->spool) {
+		if (!px->spool_failed && !reqbody_add(px->rb, p, len,
+		    conn_peer(px->c)))
+			px->spool_failed = true;
+		if (!last)
+			return;
+		/* Not from inside the client's read: the exchange (or its
+		 * error answer) starts from the event loop. */
+		px->spool = false;
+		px->saved.content_length = (int64_t)reqbody_size(px->rb);
+		px->saved.chunked = false;
+		event_active(&px->kick, EV_TIMEOUT, 1);
+		return;
+	}
 	if (px->uc != NULL)
 		upstream_conn_body(px->uc, p, len, last);
 }

@@ -200,6 +200,154 @@ class BasicsTest(FastCGITestCase):
                         'the worker kept the upload in memory')
 
 
+def _chunked(data, sizes=(1, 7, 4096)):
+    """data as a chunked body, in pieces of the sizes in turn."""
+    out, i, k = b'', 0, 0
+    while i < len(data):
+        n = sizes[k % len(sizes)]
+        out += b'%x\r\n' % len(data[i:i + n]) + data[i:i + n] + b'\r\n'
+        i, k = i + n, k + 1
+    return out + b'0\r\n\r\n'
+
+
+class RequestBufferingTest(FastCGITestCase):
+    """
+    A body read whole before php-fpm is asked (nginx's request
+    buffering): a chunked one gets its CONTENT_LENGTH (CGI/1.1 has no
+    other framing), in memory up to client_body_buffer_size, then in a
+    file of client_body_temp_path that no one sees.
+    """
+
+    def start_buffered(self, **kw):
+        tmp = tempfile.mkdtemp(prefix='corral-body-')
+        self.addCleanup(shutil.rmtree, tmp, True)
+        os.chmod(tmp, 0o1777)  # workers run as "nobody" under root
+        c, fpm = self.start_php(client_body_temp_path=Raw(quote(tmp)),
+                                **kw)
+        c.write('dump.php', DUMP_PHP)
+        return c, fpm, tmp
+
+    def test_chunked_form_with_curl(self):
+        curl = need_tool('curl')
+        c, _, _ = self.start_buffered()
+        form = b'a=1&b=two+words'
+        out = subprocess.run(
+            [curl, '-sS', '-H', 'Transfer-Encoding: chunked', '-H',
+             'Content-Type: application/x-www-form-urlencoded',
+             '--data-binary', '@-', c.url('/dump.php')],
+            input=form, capture_output=True, timeout=60)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        d = json.loads(out.stdout)
+        self.assertEqual(d['server']['CONTENT_LENGTH'], str(len(form)))
+        self.assertEqual(d['post'], {'a': '1', 'b': 'two words'})
+        self.assertNotIn('HTTP_TRANSFER_ENCODING', d['server'])
+
+    def test_chunked_bodies_in_memory_and_in_a_file(self):
+        c, fpm, tmp = self.start_buffered(client_body_buffer_size='16k',
+                                          max_body_size='1m')
+        for size in (0, 1, 16 << 10, (16 << 10) + 1, 300000):
+            with self.subTest(size=size):
+                data = os.urandom(size)
+                d = self.dump(c, method='PUT', headers=[
+                    'Transfer-Encoding: chunked',
+                    'Content-Type: application/octet-stream'],
+                    body=_chunked(data))
+                self.assertEqual(d['server']['CONTENT_LENGTH'], str(size))
+                self.assertEqual(d['body_md5'],
+                                 hashlib.md5(data).hexdigest())
+        self.assertEqual(os.listdir(tmp), [], 'a body file was left')
+        self.assertNoLogErrors(c)
+
+    def test_chunked_upload_5mb(self):
+        """curl -F, chunked, 5 MB: in a file, not in the worker."""
+        curl = need_tool('curl')
+        c, _, tmp = self.start_buffered(max_body_size='16m')
+        path = os.path.join(c.tmp, 'upload.bin')
+        data = os.urandom(5 << 20)
+        with open(path, 'wb') as f:
+            f.write(data)
+        pid = c.wait_workers(1)[0]
+        small = os.path.join(c.tmp, 'small.bin')
+        with open(small, 'wb') as f:
+            f.write(os.urandom(256 << 10))
+        cmd = [curl, '-sS', '-H', 'Transfer-Encoding: chunked']
+        subprocess.run(cmd + ['-o', '/dev/null', '-F', 'file=@%s' % small,
+                              c.url('/dump.php')], check=True, timeout=60)
+        rss0 = _rss_kb(pid)
+        out = subprocess.run(cmd + ['-F', 'file=@%s' % path, '-F',
+                                    'note=five', c.url('/dump.php')],
+                             capture_output=True, timeout=60)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        d = json.loads(out.stdout)
+        self.assertEqual(d['files']['file']['size'], len(data))
+        self.assertEqual(d['files']['file']['md5'],
+                         hashlib.md5(data).hexdigest())
+        self.assertEqual(d['post'], {'note': 'five'})
+        self.assertGreater(int(d['server']['CONTENT_LENGTH']), len(data))
+        self.assertLess(_rss_kb(pid) - rss0, 2048,
+                        'the worker kept the upload in memory')
+        self.assertEqual(os.listdir(tmp), [], 'a body file was left')
+
+    def test_chunked_over_max_body_size_is_413_without_php(self):
+        c, fpm, _ = self.start_buffered(max_body_size='64k')
+        r = c.get('/dump.php', method='POST', headers=[
+            'Transfer-Encoding: chunked'],
+            body=_chunked(b'x' * (65 << 10)))
+        self.assertEqual(r.status, 413, r)
+        d = self.dump(c, '/dump.php?after=1')
+        self.assertEqual(d['get'], {'after': '1'})
+        self.assertEqual(fpm.wait_requests(1), 1)
+
+    def test_body_file_failure_is_500(self):
+        c, fpm, tmp = self.start_buffered(client_body_buffer_size='1k')
+        os.rmdir(tmp)
+        mark = c.log_mark()
+        r = c.get('/dump.php', method='POST', headers=[
+            'Content-Length: 5000'], body=b'y' * 5000)
+        self.assertEqual(r.status, 500, r)
+        c.wait_log(r'\[error\].*cannot make a request body file in ' +
+                   re.escape(tmp), mark=mark)
+        # In memory it still works, and the worker goes on.
+        d = self.dump(c, method='POST', headers=['Content-Length: 3'],
+                      body=b'abc')
+        self.assertEqual(d['server']['CONTENT_LENGTH'], '3')
+        self.assertEqual(fpm.wait_requests(1), 1)
+
+    def _half_sent(self, buffering):
+        """A body half sent: is the application asked before the rest?"""
+        app = FcgiApp().start()
+        self.addCleanup(app.stop)
+        c, _ = self.start_php(_AppFpm(app), locations={'/': {
+            'fastcgi_script_check': 'off',
+            'fastcgi_request_buffering': buffering}})
+        conn = c.connect()
+        self.addCleanup(conn.close)
+        conn.send(build_request('/good', 'POST', headers=[
+            'Content-Length: 10']) + b'12345')
+        return c, app, conn
+
+    def test_buffering_off_asks_the_application_at_once(self):
+        c, app, conn = self._half_sent('off')
+        self.assertTrue(wait_until(lambda: app.connections == 1, 10),
+                        'no connection while the body came')
+        conn.send(b'67890')
+        self.assertEqual(conn.read_response().status, 200)
+        self.assertEqual(app.count('/good'), 1)
+
+    def test_buffering_on_waits_for_the_whole_body(self):
+        c, app, conn = self._half_sent('on')
+        # Another request goes through the one worker meanwhile; the
+        # half-sent one, read before it, has not reached the app.
+        r = c.get('/other')
+        self.assertEqual(r.status, 404, r)
+        self.assertEqual(app.count('/good'), 0)
+        self.assertEqual(app.connections, 1)
+        conn.send(b'67890')
+        r = conn.read_response()
+        self.assertEqual((r.status, r.body), (200, b'good\n'))
+        self.assertEqual(app.count('/good'), 1)
+
+
 def _complete(data):
     """Whether data holds a whole response (the peer has closed)."""
     try:

@@ -1347,7 +1347,36 @@ Test(config, fastcgi_defaults)
 	cr_expect_eq(f->nparams, 0);
 	cr_expect_str_eq(f->index, "index.php");
 	cr_expect(f->script_check);
+	cr_expect(f->request_buffering);
+	cr_expect_eq(cf->client_body_buffer_size, 16 * 1024);
+	cr_expect_str_eq(cf->client_body_temp_path, "/tmp");
 	config_free(cf);
+}
+
+/* nginx's client_body_buffer_size, client_body_temp_path and
+ * fastcgi_request_buffering. */
+Test(config, request_buffering)
+{
+	struct config *cf = load_ok(PHP_UPSTREAM("fastcgi")
+	    "client_body_buffer_size = 64k\n"
+	    "client_body_temp_path = \"/var/tmp\"\n"
+	    "server {\n\troot = htdocs\n"
+	    "\tlocation \"/\" {\n\t\tfastcgi = php\n"
+	    "\t\tfastcgi_request_buffering = off\n\t}\n}\n");
+
+	cr_expect_eq(cf->client_body_buffer_size, 64 * 1024);
+	cr_expect_str_eq(cf->client_body_temp_path, "/var/tmp");
+	cr_expect_not(cf->servers[0].locations[0].fastcgi->request_buffering);
+	config_free(cf);
+	expect_error("client_body_temp_path = \"/nonexistent/body\"\n"
+	    SERVER, 1, "client_body_temp_path \"/nonexistent/body\": No such "
+	    "file or directory");
+	expect_error("client_body_temp_path = \"/etc/passwd\"\n" SERVER, 1,
+	    "\"/etc/passwd\" is not a directory");
+	expect_error("client_body_temp_path = \"tmp\"\n" SERVER, 1,
+	    "client_body_temp_path must be an absolute path");
+	expect_error("client_body_buffer_size = 100\n" SERVER, 1,
+	    "client_body_buffer_size must be between");
 }
 
 Test(config, fastcgi_errors)
