@@ -141,27 +141,46 @@ class FcgiApp:
         self.connections = 0
         self.lock = threading.Lock()
         self.sock = None
+        self.stopping = False
+        self.conns = set()	# open connections, for stop()
+        self.threads = []
 
     def start(self):
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.sock.bind(self.path)
         os.chmod(self.path, 0o666)
         self.sock.listen(64)
-        threading.Thread(target=self._accept, daemon=True).start()
+        t = threading.Thread(target=self._accept, args=(self.sock,),
+                             daemon=True)
+        self.threads.append(t)
+        t.start()
         return self
 
-    def _accept(self):
+    def _accept(self, sock):
         while True:
             try:
-                conn, _ = self.sock.accept()
+                conn, _ = sock.accept()
             except OSError:
                 return
             with self.lock:
+                if self.stopping:
+                    conn.close()
+                    return
                 self.connections += 1
-            threading.Thread(target=self._serve, args=(conn,),
-                             daemon=True).start()
+                self.conns.add(conn)
+                t = threading.Thread(target=self._serve, args=(conn,),
+                                     daemon=True)
+                self.threads.append(t)
+            t.start()
 
     def _serve(self, conn):
+        try:
+            self._answer(conn)
+        finally:
+            with self.lock:
+                self.conns.discard(conn)
+
+    def _answer(self, conn):
         junk = b''
         with conn, conn.makefile('rb') as f:
             while True:
@@ -192,9 +211,30 @@ class FcgiApp:
             return self.counts.get(script, 0)
 
     def stop(self):
-        if self.sock is not None:
-            self.sock.close()
-            self.sock = None
+        """
+        Ends the threads before any descriptor is closed.  A thread left
+        in accept() once the listening socket was closed would, when a
+        later test's socket got the same descriptor number, take that
+        test's connections and answer them (seen: MalformedTest's counts
+        one connection short, the request answered by an earlier app).
+        """
+        if self.sock is None:
+            return
+        with self.lock:
+            self.stopping = True
+            conns = list(self.conns)
+        # shutdown() wakes a blocked accept() and recv() (EINVAL, EOF).
+        for s in [self.sock] + conns:
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        for t in self.threads:
+            t.join(10)
+            if t.is_alive():
+                raise RuntimeError('FcgiApp: a thread did not end')
+        self.sock.close()
+        self.sock = None
         try:
             os.unlink(self.path)
             os.rmdir(self.tmp)
