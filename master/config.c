@@ -33,6 +33,7 @@
 #include "master/config.h"
 #include "master/config_impl.h"
 #include "master/log.h"
+#include "worker/http_lex.h"
 #include "worker/log_format.h"
 #include "worker/vars.h"
 
@@ -161,17 +162,24 @@ static int cb_mc_key(cfg_t *, cfg_opt_t *, const char *, void *);
 static int cb_cidr(cfg_t *, cfg_opt_t *, const char *, void *);
 static int cb_real_ip_header(cfg_t *, cfg_opt_t *, const char *, void *);
 static int cb_proxy_path(cfg_t *, cfg_opt_t *, const char *, void *);
+static int cb_proxy_header(cfg_t *, cfg_opt_t *, const char *, void *);
 static int cb_fcgi_param(cfg_t *, cfg_opt_t *, const char *, void *);
+static int cb_split_path_info(cfg_t *, cfg_opt_t *, const char *, void *);
 
 static cfg_opt_t location_opts[] = {
 	CFG_STR("proxy", NULL, CFGF_NODEFAULT),
 	CFG_STR_CB("proxy_path", NULL, CFGF_NODEFAULT, cb_proxy_path),
+	CFG_STR_LIST_CB("proxy_set_header", "{}", CFGF_NONE, cb_proxy_header),
+	CFG_STR_LIST_CB("proxy_append_header", "{}", CFGF_NONE,
+	    cb_proxy_header),
 	CFG_STR("fastcgi", NULL, CFGF_NODEFAULT),
 	CFG_STR("memcached", NULL, CFGF_NODEFAULT),
 	CFG_STR_CB("memcached_key", NULL, CFGF_NODEFAULT, cb_mc_key),
 	CFG_INT_CB("memcached_gzip_flag", 0, CFGF_NONE, cb_count),
 	CFG_STR_LIST_CB("fastcgi_param", "{}", CFGF_NONE, cb_fcgi_param),
 	CFG_STR("fastcgi_index", "index.php", CFGF_NONE),
+	CFG_STR_CB("fastcgi_split_path_info", NULL, CFGF_NODEFAULT,
+	    cb_split_path_info),
 	CFG_BOOL("fastcgi_script_check", cfg_true, CFGF_NONE),
 	CFG_BOOL("fastcgi_request_buffering", cfg_true, CFGF_NONE),
 	CFG_BOOL("cache", cfg_false, CFGF_NONE),
@@ -1242,6 +1250,76 @@ cb_proxy_path(cfg_t *cfg, cfg_opt_t *opt, const char *value, void *result)
 }
 
 /*
+ * "Name value": a field name (RFC 9110 token), a space, a template.  The
+ * framing and Connection are corral's; Host may change, not go.
+ */
+static int
+cb_proxy_header(cfg_t *cfg, cfg_opt_t *opt, const char *value, void *result)
+{
+	size_t n = http_token_len((struct span){ value, strlen(value) });
+	const char *v = value[n] == ' ' ? value + n + 1 : value + n;
+	struct vars_tmpl *t;
+	char err[256];
+
+	if (n == 0 || (value[n] != ' ' && value[n] != '\0')) {
+		cfg_error(cfg, "%s \"%s\": expected \"Name value\" with a "
+		    "field name", opt->name, value);
+		return -1;
+	}
+	if ((n == 14 && strncasecmp(value, "content-length", n) == 0) ||
+	    (n == 17 && strncasecmp(value, "transfer-encoding", n) == 0) ||
+	    (n == 10 && strncasecmp(value, "connection", n) == 0) ||
+	    (n == 7 && strncasecmp(value, "upgrade", n) == 0)) {
+		cfg_error(cfg, "%s \"%s\": corral sets %.*s itself",
+		    opt->name, value, (int)n, value);
+		return -1;
+	}
+	if (n == 4 && strncasecmp(value, "host", 4) == 0 && *v == '\0') {
+		cfg_error(cfg, "%s \"%s\": a request needs a Host", opt->name,
+		    value);
+		return -1;
+	}
+	if ((t = vars_compile(v, 9, err, sizeof(err))) == NULL) {
+		cfg_error(cfg, "%s \"%s\": %s", opt->name, value, err);
+		return -1;
+	}
+	vars_free(t);
+	*(const char **)result = value;
+	return 0;
+}
+
+static void
+build_proxy_headers(cfg_t *ls, struct config_location *l)
+{
+	size_t ns = cfg_size(ls, "proxy_set_header"), i, n;
+	size_t na = cfg_size(ls, "proxy_append_header");
+	struct config_proxy_header *h;
+	const char *v, *sp;
+	char err[256];
+
+	if (ns + na == 0)
+		return;
+	if ((l->proxy_headers = calloc(ns + na, sizeof(*h))) == NULL) {
+		ld->oom = true;
+		return;
+	}
+	l->nproxy_headers = ns + na;
+	for (i = 0; i < ns + na; i++) {
+		h = &l->proxy_headers[i];
+		h->append = i >= ns;
+		v = h->append ? cfg_getnstr(ls, "proxy_append_header",
+		    (unsigned)(i - ns)) : cfg_getnstr(ls, "proxy_set_header",
+		    (unsigned)i);
+		sp = strchr(v, ' ');
+		n = sp != NULL ? (size_t)(sp - v) : strlen(v);
+		if ((h->name = strndup(v, n)) == NULL || (h->tmpl =
+		    vars_compile(sp != NULL ? sp + 1 : "", 9, err,
+		    sizeof(err))) == NULL)
+			ld->oom = true;	/* it compiled in cb_proxy_header */
+	}
+}
+
+/*
  * "NAME VALUE" or "NAME VALUE if_not_empty": NAME is what CGI names take
  * (letters, digits, '_'); VALUE may be empty ("NAME ").
  */
@@ -1249,6 +1327,8 @@ static int
 cb_fcgi_param(cfg_t *cfg, cfg_opt_t *opt, const char *value, void *result)
 {
 	const char *p = value;
+	struct vars_tmpl *t;
+	char err[256];
 
 	(void)opt;
 	while ((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') ||
@@ -1259,9 +1339,35 @@ cb_fcgi_param(cfg_t *cfg, cfg_opt_t *opt, const char *value, void *result)
 		    "with a NAME of letters, digits and '_'", value);
 		return -1;
 	}
-	if (strchr(value, '$') != NULL) {
-		cfg_error(cfg, "fastcgi_param \"%s\": variables are not "
-		    "supported here yet", value);
+	/* $1..$9 are a regex location's groups (empty when it has
+	 * fewer), as in nginx. */
+	if ((t = vars_compile(*p ? p + 1 : p, 9, err, sizeof(err))) ==
+	    NULL) {
+		cfg_error(cfg, "fastcgi_param \"%s\": %s", value, err);
+		return -1;
+	}
+	vars_free(t);
+	*(const char **)result = value;
+	return 0;
+}
+
+/* nginx's fastcgi_split_path_info: a regex with two groups. */
+static int
+cb_split_path_info(cfg_t *cfg, cfg_opt_t *opt, const char *value,
+    void *result)
+{
+	char err[512];
+	void *re;
+	int n;
+
+	if ((re = config_regex(value, &n, err, sizeof(err))) == NULL) {
+		cfg_error(cfg, "%s: %s", opt->name, err);
+		return -1;
+	}
+	config_regex_free(re);
+	if (n != 2) {
+		cfg_error(cfg, "%s \"%s\": needs two groups, the script and "
+		    "the path info (it has %d)", opt->name, value, n);
 		return -1;
 	}
 	*(const char **)result = value;
@@ -1873,6 +1979,12 @@ check_upstream_use(cfg_t *cfg, cfg_t *ls, int line)
 		fail(line, "proxy_path needs proxy in its location");
 		return;
 	}
+	if (proxy == NULL && (cfg_size(ls, "proxy_set_header") > 0 ||
+	    cfg_size(ls, "proxy_append_header") > 0)) {
+		fail(line, "proxy_set_header and proxy_append_header need "
+		    "proxy in their location (FastCGI: fastcgi_param)");
+		return;
+	}
 	if (name == NULL)
 		return;
 	if ((i = find_upstream(cfg, name)) < 0) {
@@ -2322,6 +2434,8 @@ build_fastcgi(cfg_t *ls)
 	struct config_fcgi_param *p;
 	const char *v, *sp, *rest;
 	size_t i, n = cfg_size(ls, "fastcgi_param"), vlen;
+	char err[512];
+	int caps;
 
 	if (f == NULL || (n > 0 &&
 	    (f->params = calloc(n, sizeof(*f->params))) == NULL)) {
@@ -2342,10 +2456,16 @@ build_fastcgi(cfg_t *ls)
 		}
 		p->name = strndup(v, (size_t)((sp != NULL ? sp : rest) - v));
 		p->value = strndup(rest, vlen);
-		if (p->name == NULL || p->value == NULL)
-			ld->oom = true;
+		if (p->name == NULL || p->value == NULL ||
+		    (p->tmpl = vars_compile(p->value, 9, err,
+		    sizeof(err))) == NULL)
+			ld->oom = true;	/* it compiled in cb_fcgi_param */
 	}
 	f->index = copy(cfg_getstr(ls, "fastcgi_index"));
+	if (cfg_getstr(ls, "fastcgi_split_path_info") != NULL &&
+	    (f->split_re = config_regex(cfg_getstr(ls,
+	    "fastcgi_split_path_info"), &caps, err, sizeof(err))) == NULL)
+		ld->oom = true;		/* it compiled in its callback */
 	f->script_check = cfg_getbool(ls, "fastcgi_script_check");
 	f->request_buffering = cfg_getbool(ls, "fastcgi_request_buffering");
 	return f;
@@ -2361,9 +2481,12 @@ free_fastcgi(struct config_fastcgi *f)
 	for (i = 0; i < f->nparams && f->params != NULL; i++) {
 		free(f->params[i].name);
 		free(f->params[i].value);
+		vars_free(f->params[i].tmpl);
 	}
 	free(f->params);
 	free(f->index);
+	if (f->split_re != NULL)
+		config_regex_free(f->split_re);
 	free(f);
 }
 
@@ -2407,6 +2530,7 @@ build_locations(cfg_t *sec, struct config_server *s)
 			l->fastcgi = build_fastcgi(ls);
 		if (cfg_getstr(ls, "proxy_path") != NULL)
 			l->proxy_path = copy(cfg_getstr(ls, "proxy_path"));
+		build_proxy_headers(ls, l);
 	}
 }
 
@@ -2755,6 +2879,11 @@ config_free(struct config *cf)
 			free_list(l->status_allow, l->nstatus_allow);
 			free_fastcgi(l->fastcgi);
 			free(l->proxy_path);
+			for (size_t k = 0; k < l->nproxy_headers; k++) {
+				free(l->proxy_headers[k].name);
+				vars_free(l->proxy_headers[k].tmpl);
+			}
+			free(l->proxy_headers);
 			free(l->cache_valid);
 			vars_free(l->memcached_key);
 		}

@@ -237,6 +237,9 @@ struct config_location {
 
 	struct config_fastcgi *fastcgi;	/* set with fastcgi = "NAME" */
 	char *proxy_path;		/* replaces prefix upstream, or NULL */
+	struct config_proxy_header *proxy_headers;	/* proxy_set_header,
+							   then _append_ */
+	size_t nproxy_headers;
 	/* memcached = "NAME": the value of memcached_key is the body. */
 	bool memcached_request_uri;	/* memcached_key = $request_uri, else
 					   $uri */
@@ -246,10 +249,18 @@ struct config_location {
 	uint32_t memcached_gzip_flag;	/* flags bits that say "gzip" */
 };
 
+/* proxy_set_header / proxy_append_header "Name value-template". */
+struct config_proxy_header {
+	char *name;
+	struct vars_tmpl *tmpl;		/* empty with set: the field goes */
+	bool append;			/* the client's stays; this is added */
+};
+
 /* fastcgi_param "NAME VALUE [if_not_empty]". */
 struct config_fcgi_param {
 	char *name;
 	char *value;
+	struct vars_tmpl *tmpl;		/* value, with its variables */
 	bool if_not_empty;		/* not sent when the value is empty */
 };
 
@@ -259,6 +270,8 @@ struct config_fastcgi {
 						   CGI/1.1 ones */
 	size_t nparams;
 	char *index;			/* appended to a URI ending in '/' */
+	void *split_re;			/* fastcgi_split_path_info: pcre2_code
+					   with two groups, or NULL */
 	bool script_check;		/* 404 when SCRIPT_FILENAME is no file,
 					   without asking the application */
 	bool request_buffering;		/* the whole body is read before

@@ -117,6 +117,12 @@ extern cfg_opt_t site_limit_zone_opts[];
 
 /* Validators of the site options, for "server|..." and
  * "server|location|...". */
+/* A regular expression compiled (and JIT-compiled) once, in the master;
+ * NULL with the reason in err.  *captures: its groups. */
+void *config_regex(const char *re, int *captures, char *err,
+    size_t errlen);
+void config_regex_free(void *re);
+
 void site_set_validators(cfg_t *cfg);
 /* Checks that need the whole file (zone names). */
 void site_check(cfg_t *cfg);

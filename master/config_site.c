@@ -83,6 +83,25 @@ regex_compile(const char *re, bool caseless, char *err, size_t errlen)
 	return code;
 }
 
+/* For the other parts of the config (fastcgi_split_path_info). */
+void *
+config_regex(const char *re, int *captures, char *err, size_t errlen)
+{
+	pcre2_code *code = regex_compile(re, false, err, errlen);
+	uint32_t n = 0;
+
+	if (code != NULL)
+		pcre2_pattern_info(code, PCRE2_INFO_CAPTURECOUNT, &n);
+	*captures = (int)n;
+	return code;
+}
+
+void
+config_regex_free(void *re)
+{
+	pcre2_code_free(re);
+}
+
 static int
 regex_captures(const pcre2_code *code)
 {

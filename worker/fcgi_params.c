@@ -7,17 +7,23 @@
  */
 #include <limits.h>
 #include <stdio.h>
+
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
+
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
 #include "master/config.h"
+#include "master/log.h"
 #include "worker/conn.h"
 #include "worker/fcgi_params.h"
 #include "worker/fcgi_record.h"
 #include "worker/http_lex.h"
 #include "worker/static.h"
 #include "worker/upstream_proto.h"
+#include "worker/vars.h"
 
 #define SOFTWARE	"corral/" PACKAGE_VERSION
 
@@ -44,11 +50,36 @@ static const struct span names[] = {
 #undef X
 };
 
+#define PREP_MAX	(64 * 1024)	/* expanded values of one request */
+
+/*
+ * What the request's route says, taken when the handler starts: the
+ * route ($uri after try_files or rewrites, $args, regex groups) and the
+ * client's fields are current then, and the request may be built later
+ * (after its body is read whole, or the cache's lock).
+ */
+struct fcgi_prep {
+	const char *root;		/* $document_root */
+	char uri[PATH_MAX];		/* $uri: DOCUMENT_URI */
+	size_t urilen;
+	char script[PATH_MAX];		/* SCRIPT_NAME */
+	size_t slen;
+	char pinfo[PATH_MAX];		/* PATH_INFO */
+	size_t pilen;
+	char *buf;			/* QUERY_STRING, then the values of
+					   the fastcgi_param list */
+	size_t size, len;
+	size_t args_len;		/* at buf[0] */
+	size_t *off;			/* each param's value in buf */
+	size_t *vlen;			/* its length; SIZE_MAX: not sent */
+	size_t noff;
+};
+
+static pcre2_match_data *md;
+
 /* Each default's value: up to two pieces (root and script name). */
 struct values {
 	struct span v[P_COUNT][2];
-	char uri[PATH_MAX];
-	char script[PATH_MAX];
 	char cl[24], rport[8], sport[8];
 	char saddr[INET6_ADDRSTRLEN];
 };
@@ -82,44 +113,20 @@ overridden(const struct config_fastcgi *f, const char *name, size_t len)
 	return false;
 }
 
-/* SCRIPT_NAME from the URI, with the index for a folder. */
-static int
-script_name(const struct upstream_request *rq, struct values *v,
-    size_t *len)
-{
-	const struct http_request *r = rq->r;
-	const struct config_fastcgi *f = rq->loc->fastcgi;
-	ssize_t n;
-	int status;
-
-	n = http_path_normalize(v->uri, sizeof(v->uri), r->path.p, r->path.len,
-	    &status);
-	if (n < 0)
-		return status;
-	memcpy(v->script, v->uri, (size_t)n + 1);
-	*len = (size_t)n;
-	if (v->script[n - 1] == '/' && f->index != NULL && f->index[0]) {
-		if ((size_t)n + strlen(f->index) >= sizeof(v->script))
-			return 414;
-		strcpy(v->script + n, f->index);
-		*len += strlen(f->index);
-	}
-	return 0;
-}
-
 static void
-defaults(const struct upstream_request *rq, struct values *v, size_t slen,
-    size_t ulen)
+defaults(const struct upstream_request *rq, struct values *v)
 {
 	const struct http_request *r = rq->r;
 	const struct config_server *s = conn_server(rq->c);
+	const struct fcgi_prep *fp = rq->fcgi;
 	struct span (*x)[2] = v->v;
 	unsigned port;
 
 	memset(x, 0, sizeof(v->v));
-	x[P_SCRIPT_FILENAME][0] = str(s->root);
-	x[P_SCRIPT_FILENAME][1] = (struct span){ v->script, slen };
-	x[P_QUERY_STRING][0] = r->query.p != NULL ? r->query : str("");
+	x[P_SCRIPT_FILENAME][0] = str(fp->root);
+	x[P_SCRIPT_FILENAME][1] = (struct span){ fp->script, fp->slen };
+	x[P_QUERY_STRING][0] = (struct span){ fp->buf ? fp->buf : "",
+	    fp->args_len };
 	/* GET for a HEAD that fills the cache, as for HTTP. */
 	x[P_REQUEST_METHOD][0] = rq->method;
 	x[P_CONTENT_TYPE][0] = http_header_get(r, "Content-Type");
@@ -130,11 +137,11 @@ defaults(const struct upstream_request *rq, struct values *v, size_t slen,
 		snprintf(v->cl, sizeof(v->cl), "%lld",
 		    (long long)r->content_length);
 	x[P_CONTENT_LENGTH][0] = str(v->cl);
-	x[P_SCRIPT_NAME][0] = (struct span){ v->script, slen };
-	x[P_PATH_INFO][0] = str("");
+	x[P_SCRIPT_NAME][0] = (struct span){ fp->script, fp->slen };
+	x[P_PATH_INFO][0] = (struct span){ fp->pinfo, fp->pilen };
 	x[P_REQUEST_URI][0] = r->target;
-	x[P_DOCUMENT_URI][0] = (struct span){ v->uri, ulen };
-	x[P_DOCUMENT_ROOT][0] = str(s->root);
+	x[P_DOCUMENT_URI][0] = (struct span){ fp->uri, fp->urilen };
+	x[P_DOCUMENT_ROOT][0] = str(fp->root);
 	x[P_SERVER_PROTOCOL][0] = str(r->version == 10 ? "HTTP/1.0" :
 	    "HTTP/1.1");
 	x[P_REQUEST_SCHEME][0] = str(conn_tls(rq->c) ? "https" : "http");
@@ -232,7 +239,7 @@ write_all(struct fcgi_params *w, const struct upstream_request *rq,
 {
 	const struct config_fastcgi *f = rq->loc->fastcgi;
 	const struct http_request *r = rq->r;
-	const struct config_fcgi_param *p;
+	const struct fcgi_prep *fp = rq->fcgi;
 	struct span val;
 	size_t i;
 	bool ok = true;
@@ -242,11 +249,12 @@ write_all(struct fcgi_params *w, const struct upstream_request *rq,
 		    (i != P_HTTPS || v->v[i][0].len > 0))
 			ok = fcgi_params_add(w, names[i].p, names[i].len,
 			    false, v->v[i], v->v[i][1].p != NULL ? 2 : 1);
-	for (p = f->params; ok && p < f->params + f->nparams; p++) {
-		val = str(p->value);
-		if (val.len > 0 || !p->if_not_empty)
-			ok = fcgi_params_add(w, p->name, strlen(p->name), false,
-			    &val, 1);
+	for (i = 0; ok && i < f->nparams; i++) {
+		if (fp->vlen[i] == SIZE_MAX)
+			continue;
+		val = (struct span){ fp->buf + fp->off[i], fp->vlen[i] };
+		ok = fcgi_params_add(w, f->params[i].name,
+		    strlen(f->params[i].name), false, &val, 1);
 	}
 	for (i = 0; ok && i < r->nheaders; i++)
 		if (passes(rq, i))
@@ -257,30 +265,168 @@ write_all(struct fcgi_params *w, const struct upstream_request *rq,
 	return ok;
 }
 
-int
-fcgi_params_build(const struct upstream_request *rq, uint16_t id,
-    bool keep_conn, struct upstream_buf *out)
+/* SCRIPT_NAME and PATH_INFO from $uri, as nginx's
+ * fastcgi_split_path_info and fastcgi_index make them. */
+static int
+split(struct fcgi_prep *fp, const struct config_fastcgi *f)
 {
-	const struct config_fastcgi *f = rq->loc->fastcgi;
-	const struct config_server *s = conn_server(rq->c);
-	struct fcgi_params w;
-	struct values v;
-	size_t slen = 0, n, i;
-	char *dst;
+	const char *script = fp->uri, *pinfo = "";
+	size_t slen = fp->urilen, pilen = 0, ilen;
+	PCRE2_SIZE *ov;
+
+	if (f->split_re != NULL) {
+		if (md == NULL && (md = pcre2_match_data_create(3, NULL)) ==
+		    NULL)
+			return 500;
+		if (pcre2_match(f->split_re, (PCRE2_SPTR)fp->uri, fp->urilen,
+		    0, 0, md, NULL) == 3) {
+			ov = pcre2_get_ovector_pointer(md);
+			script = fp->uri + ov[2];
+			slen = ov[3] - ov[2];
+			pinfo = fp->uri + ov[4];
+			pilen = ov[5] - ov[4];
+		}
+	}
+	ilen = slen > 0 && script[slen - 1] == '/' && f->index != NULL ?
+	    strlen(f->index) : 0;
+	if (slen + ilen >= sizeof(fp->script))
+		return 414;
+	memmove(fp->script, script, slen);
+	memcpy(fp->script + slen, f->index, ilen);
+	fp->slen = slen + ilen;
+	fp->script[fp->slen] = '\0';
+	memcpy(fp->pinfo, pinfo, pilen);
+	fp->pilen = pilen;
+	fp->pinfo[pilen] = '\0';
+	return 0;
+}
+
+/* Room for n more bytes (and a NUL) in fp->buf; false past PREP_MAX or
+ * without memory. */
+static bool
+prep_room(struct fcgi_prep *fp, size_t n)
+{
+	size_t size = fp->size > 0 ? fp->size : 1024;
+	char *nb;
+
+	while (size < fp->len + n + 1)
+		size *= 2;
+	if (size > PREP_MAX)
+		return false;
+	if (size > fp->size) {
+		if ((nb = realloc(fp->buf, size)) == NULL)
+			return false;
+		fp->buf = nb;
+		fp->size = size;
+	}
+	return true;
+}
+
+/* The fastcgi_param values, expanded into fp->buf. */
+static int
+expand_params(struct fcgi_prep *fp, const struct config_fastcgi *f,
+    const struct conn *c, const struct vars_ctx *x)
+{
+	size_t i, room, *no;
+	ssize_t n;
+
+	if (f->nparams > fp->noff) {
+		if ((no = realloc(fp->off, 2 * f->nparams * sizeof(*no))) ==
+		    NULL)
+			return 500;
+		fp->off = no;
+		fp->vlen = no + f->nparams;
+		fp->noff = f->nparams;
+	} else if (f->nparams > 0) {
+		fp->vlen = fp->off + fp->noff;
+	}
+	for (i = 0; i < f->nparams; i++) {
+		/* Expanded again into twice the room until it fits. */
+		for (room = 256;; room *= 2) {
+			if (!prep_room(fp, room))
+				return 500;
+			n = vars_expand(f->params[i].tmpl, c, x,
+			    fp->buf + fp->len, fp->size - fp->len);
+			if (n >= 0)
+				break;
+		}
+		fp->off[i] = fp->len;
+		fp->vlen[i] = n == 0 && f->params[i].if_not_empty ? SIZE_MAX :
+		    (size_t)n;
+		fp->len += (size_t)n;
+	}
+	return 0;
+}
+
+int
+fcgi_params_prepare(struct fcgi_prep **fpp, const struct conn *c,
+    const struct config_location *l, const struct vars_ctx *vx)
+{
+	const struct config_fastcgi *f = l->fastcgi;
+	struct fcgi_prep *fp = *fpp;
+	struct vars_ctx x = *vx;
 	bool check = f->script_check;
+	size_t i;
 	int status;
 
-	if ((status = script_name(rq, &v, &slen)) != 0)
+	if (fp == NULL && (fp = *fpp = calloc(1, sizeof(*fp))) == NULL)
+		return 500;
+	fp->root = x.root != NULL ? x.root : conn_server(c)->root;
+	if (x.urilen >= sizeof(fp->uri))
+		return 414;
+	memcpy(fp->uri, x.uri, x.urilen);
+	fp->urilen = x.urilen;
+	fp->uri[fp->urilen] = '\0';
+	if ((status = split(fp, f)) != 0)
 		return status;
+	fp->len = 0;
+	fp->args_len = x.args != NULL ? x.argslen : 0;
+	if (!prep_room(fp, fp->args_len))
+		return 500;
+	if (fp->args_len > 0)
+		memcpy(fp->buf, x.args, fp->args_len);
+	fp->len = fp->args_len;
+	x.script_name = fp->script;
+	x.script_name_len = fp->slen;
+	x.path_info = fp->pinfo;
+	x.path_info_len = fp->pilen;
+	if ((status = expand_params(fp, f, c, &x)) != 0) {
+		log_error("client %s: the fastcgi_param values are larger "
+		    "than %d bytes", conn_peer(c), PREP_MAX);
+		return status;
+	}
 	/* A SCRIPT_FILENAME of the config is the user's choice: not ours to
 	 * check against the URI. */
 	for (i = 0; i < f->nparams; i++)
 		if (is_script_filename(&f->params[i]))
 			check = false;
-	if (check && (status = static_file_status(
-	    (size_t)(s - worker.cf->servers), v.script, slen)) != 0)
-		return status;
-	defaults(rq, &v, slen, strlen(v.uri));
+	if (check)
+		return static_file_status(l, fp->script, fp->slen);
+	return 0;
+}
+
+void
+fcgi_prep_free(struct fcgi_prep *fp)
+{
+	if (fp == NULL)
+		return;
+	free(fp->buf);
+	free(fp->off);
+	free(fp);
+}
+
+int
+fcgi_params_build(const struct upstream_request *rq, uint16_t id,
+    bool keep_conn, struct upstream_buf *out)
+{
+	struct fcgi_params w;
+	struct values v;
+	size_t n;
+	char *dst;
+
+	if (rq->fcgi == NULL)
+		return 500;
+	defaults(rq, &v);
 
 	fcgi_params_init(&w, NULL, id);
 	if (!write_all(&w, rq, &v))

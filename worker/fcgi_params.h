@@ -17,15 +17,31 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+struct conn;
+struct config_location;
+struct fcgi_prep;
 struct upstream_buf;
 struct upstream_request;
+struct vars_ctx;
+
+/*
+ * Takes what the request's route says when the handler starts (its $uri
+ * after try_files or rewrites, $args, regex groups: x), since the request
+ * may be built later: SCRIPT_NAME and PATH_INFO ($fastcgi_script_name,
+ * $fastcgi_path_info: fastcgi_split_path_info, then fastcgi_index for a
+ * URI ending in '/'), the fastcgi_param values expanded, and, unless the
+ * location says otherwise, the script checked to be a file beneath the
+ * root.  *fp is made on first use and reused.  Returns 0, or the status
+ * to answer instead: 404 or 403 for the script, 414, or 500.
+ */
+int fcgi_params_prepare(struct fcgi_prep **fp, const struct conn *c,
+    const struct config_location *l, const struct vars_ctx *x);
+void fcgi_prep_free(struct fcgi_prep *fp);
 
 /*
  * Appends BEGIN_REQUEST (with FCGI_KEEP_CONN when keep_conn) and the
- * PARAMS stream for the request to out.  First, unless the location says
- * otherwise, the script must be a file beneath the root.  Returns 0, or
- * the status to answer instead: 404 or 403 for the script, 400 for a path
- * that does not normalise, 502 when memory ran out.
+ * PARAMS stream for the request (rq->fcgi prepared) to out.  Returns 0,
+ * or 500 / 502 when memory ran out.
  */
 int fcgi_params_build(const struct upstream_request *rq, uint16_t id,
     bool keep_conn, struct upstream_buf *out);

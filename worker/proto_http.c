@@ -14,6 +14,7 @@
 
 #include "master/config.h"
 #include "worker/conn.h"
+#include "worker/http_lex.h"
 #include "worker/http_response.h"
 #include "worker/upstream.h"
 #include "worker/upstream_proto.h"
@@ -133,6 +134,8 @@ http_request_head(struct upstream_conn *uc, void *vctx,
 		if (rq->keep(rq, h))
 			ok = add_field(out, h);
 	}
+	for (i = 0; !host && i < rq->nadd; i++)
+		host = http_span_ieq(rq->add[i].name, "host");
 	if (ok && !host) {
 		/* HTTP/1.0 without Host: the upstream needs one. */
 		ok = upstream_buf_str(out, "Host: ") && (r->host.p != NULL ?

@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include <event2/event.h>
 
@@ -41,6 +42,7 @@
 #include "worker/resp.h"
 #include "worker/upstream.h"
 #include "worker/upstream_proto.h"
+#include "worker/vars.h"
 #include "worker/waitlist.h"
 
 #define PX_OUT_HIGH	(256 * 1024)	/* response bytes waiting for the
@@ -49,6 +51,7 @@
 #define PX_XFF		1024		/* a longer X-Forwarded-For list from a
 					   trusted proxy gives way to the client */
 #define PX_ADD		6		/* fields added to a request */
+#define PX_RULES_MAX	(64 * 1024)	/* proxy_set_header values, expanded */
 
 /* name, whether it rests until an event, what happens */
 #define PX_STEPS(X)							\
@@ -108,6 +111,16 @@ struct proxy {
 	bool spool;			/* the body goes through rb */
 	bool spool_failed;		/* rb failed: 500 once it is read */
 	struct event kick;		/* moves on once the body is in */
+	struct fcgi_prep *fp;		/* FastCGI: the route's parameters */
+
+	/* proxy_set_header and proxy_append_header, expanded when the
+	 * request starts (the route is current then). */
+	char *hbuf;
+	size_t hsize, hlen;
+	size_t *hval;			/* offset, length of each rule's */
+	size_t nhval;
+	struct http_header *hadd;	/* the added fields with them */
+	size_t nhadd, hadd_cap;
 
 	/* A copy of the request, when the cache will need it later. */
 	struct http_request saved;
@@ -250,6 +263,23 @@ px_save(struct proxy *px, const struct http_request *r)
 	return true;
 }
 
+/* Whether a proxy_set_header of the location names field name. */
+static bool
+px_set_names(const struct proxy *px, struct span name)
+{
+	const struct config_location *l = px->loc;
+	const char *n;
+	size_t i;
+
+	for (i = 0; i < l->nproxy_headers; i++) {
+		n = l->proxy_headers[i].name;
+		if (!l->proxy_headers[i].append && strlen(n) == name.len &&
+		    strncasecmp(n, name.p, name.len) == 0)
+			return true;
+	}
+	return false;
+}
+
 /* The header rules for a request field (see the top of the file). */
 static bool
 px_keep(const struct upstream_request *rq, const struct http_header *h)
@@ -257,6 +287,8 @@ px_keep(const struct upstream_request *rq, const struct http_header *h)
 	struct proxy *px = rq->arg;
 
 	if (http_field_flags(h->name) & (HF_HOP | HF_REQ_DROP))
+		return false;
+	if (px->loc->nproxy_headers > 0 && px_set_names(px, h->name))
 		return false;
 	/* The target's authority replaces it (RFC 9112 3.2.2). */
 	if (rq->r->absolute_form && http_span_ieq(h->name, "host"))
@@ -282,6 +314,10 @@ static void
 px_field(struct proxy *px, size_t *n, const char *name, const char *v,
     size_t len)
 {
+	/* A proxy_set_header of the same name replaces corral's. */
+	if (px->loc->nproxy_headers > 0 &&
+	    px_set_names(px, (struct span){ name, strlen(name) }))
+		return;
 	px->add[*n].name.p = name;
 	px->add[*n].name.len = strlen(name);
 	px->add[*n].value.p = v;
@@ -318,6 +354,85 @@ px_xff(struct proxy *px)
 	}
 	memcpy(px->xff + len, via, vlen);
 	return (struct span){ px->xff, len + vlen };
+}
+
+/*
+ * Expands the location's proxy_set_header and proxy_append_header values
+ * for the request; false when they do not fit (logged).
+ */
+static bool
+px_expand_rules(struct proxy *px, const struct vars_ctx *x)
+{
+	const struct config_location *l = px->loc;
+	size_t i, room, size, *nv;
+	ssize_t n;
+	char *nb;
+
+	if (l->nproxy_headers > px->nhval) {
+		if ((nv = realloc(px->hval, 2 * l->nproxy_headers *
+		    sizeof(*nv))) == NULL)
+			return false;
+		px->hval = nv;
+		px->nhval = l->nproxy_headers;
+	}
+	px->hlen = 0;
+	for (i = 0; i < l->nproxy_headers; i++) {
+		for (room = 256;; room *= 2) {
+			size = px->hsize > 0 ? px->hsize : 1024;
+			while (size < px->hlen + room)
+				size *= 2;
+			if (size > PX_RULES_MAX) {
+				log_error("client %s: proxy_set_header values "
+				    "larger than %d bytes", conn_peer(px->c),
+				    PX_RULES_MAX);
+				return false;
+			}
+			if (size > px->hsize) {
+				if ((nb = realloc(px->hbuf, size)) == NULL)
+					return false;
+				px->hbuf = nb;
+				px->hsize = size;
+			}
+			n = vars_expand(l->proxy_headers[i].tmpl, px->c, x,
+			    px->hbuf + px->hlen, px->hsize - px->hlen);
+			if (n >= 0)
+				break;
+		}
+		px->hval[2 * i] = px->hlen;
+		px->hval[2 * i + 1] = (size_t)n;
+		px->hlen += (size_t)n;
+	}
+	return true;
+}
+
+/* The added fields: corral's n, then the location's (an empty set
+ * value removes the field).  False without memory. */
+static bool
+px_rules(struct proxy *px, size_t n)
+{
+	const struct config_location *l = px->loc;
+	struct http_header *h;
+	size_t i, k = n;
+
+	if (n + l->nproxy_headers > px->hadd_cap) {
+		if ((h = realloc(px->hadd, (n + l->nproxy_headers) *
+		    sizeof(*h))) == NULL)
+			return false;
+		px->hadd = h;
+		px->hadd_cap = n + l->nproxy_headers;
+	}
+	memcpy(px->hadd, px->add, n * sizeof(*px->hadd));
+	for (i = 0; i < l->nproxy_headers; i++) {
+		if (px->hval[2 * i + 1] == 0 && !l->proxy_headers[i].append)
+			continue;
+		h = &px->hadd[k++];
+		h->name.p = l->proxy_headers[i].name;
+		h->name.len = strlen(h->name.p);
+		h->value.p = px->hbuf + px->hval[2 * i];
+		h->value.len = px->hval[2 * i + 1];
+	}
+	px->nhadd = k;
+	return true;
 }
 
 /* What the upstream gets: the request after the rules, and ours. */
@@ -357,9 +472,12 @@ px_request(struct proxy *px, struct upstream_request *rq)
 		    sizeof(px->date));
 	rq->add = px->add;
 	rq->nadd = n;
+	if (px->loc->nproxy_headers > 0 && px_rules(px, n))
+		rq->add = px->hadd, rq->nadd = px->nhadd;
 	rq->c = px->c;
 	rq->loc = px->loc;
 	rq->up = upstream_config(px->up);
+	rq->fcgi = px->loc->fastcgi != NULL ? px->fp : NULL;
 }
 
 /* Steps ------------------------------------------------------------- */
@@ -807,9 +925,11 @@ proxy_start(struct conn *c, const struct config_location *l,
     struct proxy **pxp)
 {
 	const struct http_request *r = conn_req(c);
+	struct vars_ctx x;
 	struct span bad;
 	struct proxy *px;
 	enum px_step step;
+	int status;
 
 	*pxp = NULL;
 	/* "Connection: Host" would strip Host (or the framing) on the way:
@@ -868,6 +988,24 @@ proxy_start(struct conn *c, const struct config_location *l,
 		cache_request(px->cr, cache_fills(px->cr) ? px->req : NULL);
 		if (step == PX_WAIT)
 			px->step = PX_WAIT;
+	}
+	/* The route's $uri, $args and groups are taken now: the request may
+	 * be built later (a body read whole, the cache's lock). */
+	if (l->nproxy_headers > 0) {
+		request_vars(c, &x);
+		if (!px_expand_rules(px, &x)) {
+			px_release(px);
+			resp_error(c, 500);
+			return 0;
+		}
+	}
+	if (l->fastcgi != NULL) {
+		request_vars(c, &x);
+		if ((status = fcgi_params_prepare(&px->fp, c, l, &x)) != 0) {
+			px_release(px);
+			resp_error(c, status);
+			return 0;
+		}
 	}
 	/* The request is built before the access log's copy of it
 	 * repoints the client's request. */
@@ -935,6 +1073,10 @@ proxy_free_all(void)
 		free_px = px->next;
 		free(px->sbuf);
 		free(px->shdrs);
+		fcgi_prep_free(px->fp);
+		free(px->hbuf);
+		free(px->hval);
+		free(px->hadd);
 		free(px);
 	}
 	cache_req_free_all();

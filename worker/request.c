@@ -144,6 +144,12 @@ ctx_of(struct vars_ctx *x, const struct conn *c)
 		x->root = worker.cf->dirs[c->loc->dir];
 }
 
+void
+request_vars(const struct conn *c, struct vars_ctx *x)
+{
+	ctx_of(x, c);
+}
+
 ssize_t
 request_expand(const struct conn *c, const struct vars_tmpl *t, char *out,
     size_t len)
@@ -453,8 +459,12 @@ run_try_files(struct conn *c, const struct config_location *l)
 	}
 	q = n > 0 ? memchr(uri, '?', (size_t)n) : NULL;
 	ul = q ? (size_t)(q - uri) : (size_t)(n > 0 ? n : 0);
-	if (q != NULL)
+	if (q != NULL) {
+		/* nginx replaces the arguments here (a rewrite appends):
+		 * "/index.php?$query_string" keeps them once. */
+		rt.argslen = 0;
 		set_args(q + 1, (size_t)n - ul - 1);
+	}
 	if (!set_uri(uri, ul)) {
 		route_error(500);
 		return true;

@@ -903,22 +903,23 @@ serve_index(struct conn *c, struct fentry *dir)
 }
 
 int
-static_file_status(size_t srv, const char *path, size_t len)
+static_file_status(const struct config_location *l, const char *path,
+    size_t len)
 {
-	const struct config_server *s = &worker.cf->servers[srv];
+	const char *root = worker.cf->dirs[l->dir];
 	struct fentry *fe;
 	int status;
 
-	fe = fcache_get(worker.fcache, (size_t)s->base.dir, NULL, path, len);
+	fe = fcache_get(worker.fcache, (size_t)l->dir, NULL, path, len);
 	if (fe == NULL) {
 		log_at(L_ERROR, errno, "file cache");
 		return 500;
 	}
 	status = fe->err != 0 ? errno_status(fe->err) : fe->is_dir ? 404 : 0;
 	if (status == 404)
-		log_info("\"%s%s\" is not a file", s->root, fe->key);
+		log_info("\"%s%s\" is not a file", root, fe->key);
 	else if (status != 0)
-		log_at(L_ERROR, fe->err, "open \"%s%s\"", s->root, fe->key);
+		log_at(L_ERROR, fe->err, "open \"%s%s\"", root, fe->key);
 	fentry_release(fe);
 	return status;
 }

@@ -66,6 +66,7 @@ int static_probe(const struct config_location *l, const char *rel,
  * gets (404, 403, 500).  For handlers that pass a file's name to an
  * application (FastCGI's SCRIPT_FILENAME).
  */
-int static_file_status(size_t srv, const char *path, size_t len);
+int static_file_status(const struct config_location *l, const char *path,
+    size_t len);
 
 #endif

@@ -47,6 +47,7 @@
 struct config_location;
 struct config_upstream;
 struct conn;
+struct fcgi_prep;
 struct http_response;
 struct upstream_conn;
 struct upstream_peer;
@@ -85,6 +86,7 @@ struct upstream_request {
 	struct conn *c;			/* the client's connection */
 	const struct config_location *loc;
 	const struct config_upstream *up;
+	const struct fcgi_prep *fcgi;	/* FastCGI: fcgi_params_prepare() */
 };
 
 struct upstream_proto {

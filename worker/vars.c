@@ -194,7 +194,13 @@ vars_get(enum var_id id, const struct conn *c, const struct vars_ctx *ctx,
 	const struct config *cf = worker.cf;
 	const struct config_server *s = &cf->servers[c->srv];
 	const struct http_request *r = &c->req;
+	/* Numbers and addresses formatted here are copied by the caller
+	 * before the next call (one worker, one thread). */
+	static char num[12], addr[INET6_ADDRSTRLEN];
 	const char *port;
+	unsigned lport;
+	struct span sp;
+	int n;
 
 	switch (id) {
 	case VAR_SCHEME:
@@ -233,6 +239,27 @@ vars_get(enum var_id id, const struct conn *c, const struct vars_ctx *ctx,
 	case VAR_SERVER_PROTOCOL:
 		return set(p, len, r->version == 10 ? "HTTP/1.0" :
 		    "HTTP/1.1", 8);
+	case VAR_REMOTE_PORT:
+		n = snprintf(num, sizeof(num), "%u", conn_peer_port(c));
+		return set(p, len, num, (size_t)n);
+	case VAR_SERVER_ADDR:
+		if (!conn_local(c, addr, sizeof(addr), &lport))
+			addr[0] = '\0';
+		return set(p, len, addr, strlen(addr));
+	case VAR_HTTPS:
+		return set(p, len, "on", conn_tls(c) ? 2 : 0);
+	case VAR_CONTENT_TYPE:
+		sp = http_header_get(r, "Content-Type");
+		return set(p, len, sp.p ? sp.p : "", sp.len);
+	case VAR_CONTENT_LENGTH:
+		sp = http_header_get(r, "Content-Length");
+		return set(p, len, sp.p ? sp.p : "", sp.len);
+	case VAR_FASTCGI_SCRIPT_NAME:
+		return set(p, len, ctx->script_name ? ctx->script_name : "",
+		    ctx->script_name ? ctx->script_name_len : 0);
+	case VAR_FASTCGI_PATH_INFO:
+		return set(p, len, ctx->path_info ? ctx->path_info : "",
+		    ctx->path_info ? ctx->path_info_len : 0);
 	default:
 		return set(p, len, "", 0);
 	}

@@ -30,7 +30,16 @@ struct conn;
 	X(SERVER_PORT,	"server_port",	"the port the request came in on") \
 	X(REQUEST_METHOD, "request_method", "GET, POST ...")		\
 	X(DOCUMENT_ROOT, "document_root", "root or alias of the location") \
-	X(SERVER_PROTOCOL, "server_protocol", "HTTP/1.0 or HTTP/1.1")
+	X(SERVER_PROTOCOL, "server_protocol", "HTTP/1.0 or HTTP/1.1")	\
+	X(REMOTE_PORT,	"remote_port",	"the client's port")		\
+	X(SERVER_ADDR,	"server_addr",	"the address the request came in on") \
+	X(HTTPS,	"https",	"\"on\" over TLS, else empty")	\
+	X(CONTENT_TYPE,	"content_type",	"the Content-Type request field") \
+	X(CONTENT_LENGTH, "content_length", "the Content-Length request field") \
+	X(FASTCGI_SCRIPT_NAME, "fastcgi_script_name",			\
+	    "FastCGI: the script's URI (fastcgi_split_path_info, index)") \
+	X(FASTCGI_PATH_INFO, "fastcgi_path_info",			\
+	    "FastCGI: what follows the script (fastcgi_split_path_info)")
 
 enum var_id {
 #define VARS_ENUM(id, name, doc) VAR_##id,
@@ -71,6 +80,10 @@ struct vars_ctx {
 	const size_t *ovector;		/* its captures, pairs of offsets */
 	int ncaptures;			/* pairs in ovector */
 	const char *root;		/* $document_root, or NULL */
+	const char *script_name;	/* $fastcgi_script_name, or NULL */
+	size_t script_name_len;
+	const char *path_info;		/* $fastcgi_path_info, or NULL */
+	size_t path_info_len;
 };
 
 /*
@@ -79,6 +92,10 @@ struct vars_ctx {
  */
 ssize_t vars_expand(const struct vars_tmpl *t, const struct conn *c,
     const struct vars_ctx *ctx, char *out, size_t outlen);
+
+/* The current route's context for c ($uri, $args, captures, root), valid
+ * until the next request is routed (worker/request.c). */
+void request_vars(const struct conn *c, struct vars_ctx *x);
 
 /* One variable's value for c, or a zero span when it has none. */
 struct span;

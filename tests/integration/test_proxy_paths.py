@@ -4,7 +4,7 @@ location's prefix, as nginx's "proxy_pass http://backend/;" does, with
 the query kept and what follows the prefix passed as the client wrote
 it (or escaped again when the client escaped the prefix itself).
 """
-from harness import quote
+from harness import build_request, quote
 from origin import Origin
 from test_proxy import ProxyTestCase
 
@@ -78,3 +78,84 @@ class ProxyPathTest(ProxyTestCase):
         self.assertNotEqual(p.returncode, 0)
         self.assertRegex(p.stderr, r'corral\.conf:\d+: proxy_path '
                          r'"no-slash": expected a path')
+
+
+class ProxySetHeaderTest(ProxyTestCase):
+    """proxy_set_header (set; an empty value removes) and
+    proxy_append_header, with variables, as nginx's proxy_set_header."""
+
+    def start_rules(self, o, rules, location='/app/'):
+        c = self.make()
+        text = c.config_text()
+        locs = '  location %s {\n    proxy = "app"\n' % quote(location)
+        for name, values in rules.items():
+            locs += '    %s = {%s}\n' % (
+                name, ', '.join(quote(v) for v in values))
+        locs += '  }\n'
+        at = text.index('server {\n') + len('server {\n')
+        text = text[:at] + locs + text[at:]
+        text += 'upstream "app" {\n  servers = {%s}\n}\n' % quote(o.addr)
+        with open(c.conf_path, 'w') as f:
+            f.write(text)
+        c.start()
+        return c
+
+    def test_set_append_remove_with_variables(self):
+        o = self.origin()
+        c = self.start_rules(o, {
+            'proxy_set_header': [
+                'Host backend.internal',
+                'X-Real-IP $remote_addr',
+                'X-Forwarded-For $remote_addr',
+                'X-Original-URI $request_uri',
+                'X-Scheme $scheme',
+                'X-Host $host',
+                'Accept-Encoding',
+                'X-Empty $http_x_none'],
+            'proxy_append_header': ['X-Tag a-$uri', 'X-Tag b']})
+        with c.connect() as conn:
+            local = conn.sock.getsockname()
+            conn.send(build_request('/app/echo?q=1', host='site.test',
+                                    headers=[
+                'Accept-Encoding: gzip', 'X-Forwarded-For: 6.6.6.6',
+                'X-Tag: client', 'X-Empty: from-client']))
+            r = conn.read_response()
+        self.assertEqual(r.status, 200, r)
+        req, h = self.received(o, '/app/echo')
+        names = [k.lower() for k, _ in req['headers']]
+        self.assertEqual(h['host'], 'backend.internal')
+        self.assertEqual(names.count('host'), 1, req['headers'])
+        self.assertEqual(h['x-real-ip'], local[0])
+        self.assertEqual(h['x-forwarded-for'], '127.0.0.1')
+        self.assertEqual(names.count('x-forwarded-for'), 1)
+        self.assertEqual(h['x-original-uri'], '/app/echo?q=1')
+        self.assertEqual(h['x-scheme'], 'http')
+        self.assertEqual(h['x-host'], 'site.test')
+        self.assertNotIn('accept-encoding', names)
+        self.assertNotIn('x-empty', names)
+        # Appended: the client's line stays, the location's follow.
+        self.assertEqual([v for k, v in req['headers']
+                          if k.lower() == 'x-tag'],
+                         ['client', 'a-/app/echo', 'b'])
+        # Corral's own X-Forwarded-Proto is still there.
+        self.assertEqual(h['x-forwarded-proto'], 'http')
+
+    def test_config_errors(self):
+        for rule, what in (
+                ('"Content-Length 5"', 'corral sets Content-Length itself'),
+                ('"Host"', 'a request needs a Host'),
+                ('"X-A $nope"', 'unknown variable'),
+                ('"Bad:Name x"', 'expected "Name value"')):
+            with self.subTest(rule=rule):
+                c = self.make()
+                text = c.config_text().replace(
+                    'server {\n', 'server {\n  location "/a/" {\n'
+                    '    proxy = "app"\n    proxy_set_header = {%s}\n'
+                    '  }\n' % rule, 1)
+                text += 'upstream "app" {\n  servers = {"127.0.0.1:9"}\n}\n'
+                with open(c.conf_path, 'w') as f:
+                    f.write(text)
+                t = c.check_config()
+                self.assertNotEqual(t.returncode, 0)
+                self.assertIn(what, t.stderr)
+                self.assertIn('corral.conf:', t.stderr)

@@ -1348,6 +1348,7 @@ Test(config, fastcgi_defaults)
 	cr_expect_str_eq(f->index, "index.php");
 	cr_expect(f->script_check);
 	cr_expect(f->request_buffering);
+	cr_expect_null(f->split_re);
 	cr_expect_eq(cf->client_body_buffer_size, 16 * 1024);
 	cr_expect_str_eq(cf->client_body_temp_path, "/tmp");
 	config_free(cf);
@@ -1406,8 +1407,20 @@ Test(config, fastcgi_errors)
 	    "\t}\n}\n", 9, "fastcgi_param \"BAD-NAME x\": expected");
 	expect_error(PHP_UPSTREAM("fastcgi")
 	    "server {\n\troot = htdocs\n\tlocation \"/\" {\n"
-	    "\t\tfastcgi = \"php\"\n\t\tfastcgi_param = {\"X $uri\"}\n"
-	    "\t}\n}\n", 9, "variables are not supported here yet");
+	    "\t\tfastcgi = \"php\"\n\t\tfastcgi_param = {\"X $nope\"}\n"
+	    "\t}\n}\n", 9, "fastcgi_param \"X $nope\": unknown variable "
+	    "\"$nope\"");
+	expect_error(PHP_UPSTREAM("fastcgi")
+	    "server {\n\troot = htdocs\n\tlocation \"/\" {\n"
+	    "\t\tfastcgi = \"php\"\n"
+	    "\t\tfastcgi_split_path_info = \"^(.+\\\\.php)/.*$\"\n"
+	    "\t}\n}\n", 9, "needs two groups, the script and the path info "
+	    "(it has 1)");
+	expect_error(PHP_UPSTREAM("fastcgi")
+	    "server {\n\troot = htdocs\n\tlocation \"/\" {\n"
+	    "\t\tfastcgi = \"php\"\n"
+	    "\t\tfastcgi_split_path_info = \"^(.+\"\n"
+	    "\t}\n}\n", 9, "fastcgi_split_path_info: bad regular expression");
 	expect_error(PHP_UPSTREAM("fastcgi")
 	    "server {\n\troot = htdocs\n\tlocation \"/\" {\n"
 	    "\t\tfastcgi = \"php\"\n\t\tfastcgi_param = {\"\"}\n"
