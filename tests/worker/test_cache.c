@@ -137,3 +137,26 @@ Test(cache, markers_and_foreign_values)
 	cr_expect_eq(cache_body_of(&ref, &off, &len), -1);
 	store_release(s, &ref);
 }
+
+Test(cache, older_layout_is_a_miss)
+{
+	static const uint32_t older = 0x63727270;	/* before phase B */
+	struct store_ref ref;
+	size_t off, len;
+	char obj[512];
+
+	/* A persisted object of the layout before the date and the stale
+	 * windows were kept: the same sizes would read as other fields. */
+	cr_assert_eq(cache_body_set(s, "Fn", 2, "0123456789", 10), STORE_OK);
+	cr_assert_eq(store_get(s, "Fn", 2, &ref), STORE_HIT);
+	cr_expect_eq(cache_body_of(&ref, &off, &len), 1);
+	cr_assert_leq(ref.len, sizeof(obj));
+	memcpy(obj, ref.data, ref.len);
+	len = ref.len;
+	store_release(s, &ref);
+	memcpy(obj, &older, sizeof(older));
+	cr_assert_eq(store_set(s, "Fo", 2, obj, len, 0, 0), STORE_OK);
+	cr_assert_eq(store_get(s, "Fo", 2, &ref), STORE_HIT);
+	cr_expect_eq(cache_body_of(&ref, &off, &len), -1);
+	store_release(s, &ref);
+}
