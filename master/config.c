@@ -640,7 +640,8 @@ parse_listen(const char *s, struct config_listen *l)
 #define LISTEN_FLAGS(X)							\
 	X("tls",		tls)					\
 	X("ssl",		tls)		/* nginx's name */	\
-	X("default_server",	default_server)
+	X("default_server",	default_server)				\
+	X("proxy_protocol",	proxy_protocol)
 
 static const struct {
 	const char *word;
@@ -681,7 +682,8 @@ cb_listen(cfg_t *cfg, cfg_opt_t *opt, const char *value, void *result)
 			    strncmp(w, listen_flags[i].word, wl) == 0)
 				break;
 		if (i == nitems(listen_flags)) {
-			why = "the options are \"tls\" and \"default_server\"";
+			why = "the options are \"tls\", \"default_server\" "
+			    "and \"proxy_protocol\"";
 			break;
 		}
 		*(bool *)((char *)l + listen_flags[i].off) = true;

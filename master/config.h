@@ -20,6 +20,8 @@ struct config_listen {
 	char text[64];			/* as written, "127.0.0.1:8080" */
 	bool tls;			/* "... tls": HTTPS on this address */
 	bool default_server;		/* a server's "ADDR default_server" */
+	bool proxy_protocol;		/* each connection starts with a PROXY
+					   protocol header (v1 or v2) */
 };
 
 /*

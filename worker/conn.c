@@ -32,6 +32,7 @@
 #include "worker/http_lex.h"
 #include "worker/realip.h"
 #include "worker/proxy.h"
+#include "worker/proxy_protocol.h"
 #include "worker/status.h"
 #include "worker/tls.h"
 
@@ -48,6 +49,8 @@ static void conn_write(struct conn *c);
 static void req_forget(struct conn *c);
 static void real_ip(struct conn *c);
 static void read_cb(evutil_socket_t fd, short what, void *arg);
+static void pp_read(struct conn *c);
+static void conn_start(struct conn *c);
 static void ibuf_release(struct conn *c);
 
 void
@@ -252,6 +255,10 @@ timer_cb(evutil_socket_t fd, short what, void *arg)
 		goto timeout408;
 	case T_SEND:
 		log_info("client %s timed out reading the response", c->peer);
+		break;
+	case T_PROXY:
+		log_info("client %s timed out sending the PROXY protocol "
+		    "header", c->peer);
 		break;
 	case T_HANDSHAKE:
 		log_info("client %s timed out in the TLS handshake", c->peer);
@@ -921,6 +928,10 @@ read_cb(evutil_socket_t fd, short what, void *arg)
 	ssize_t n;
 
 	worker_update_time();
+	if (c->state == CS_PROXY) {
+		pp_read(c);
+		return;
+	}
 	if (c->ssl != NULL && tls_read_event(c))
 		return;
 	if (c->state == CS_LINGER) {
@@ -1089,6 +1100,21 @@ conn_accept(int fd, const struct sockaddr *sa, socklen_t salen,
 	    ntohs(((const struct sockaddr_in *)sa)->sin_port),
 	    worker.cf->listen[listen_idx].text);
 	event_add(&c->rev, NULL);
+	if (worker.cf->listen[listen_idx].proxy_protocol) {
+		c->state = CS_PROXY;
+		conn_timer(c, T_PROXY, worker.cf->header_timeout_ms);
+		pp_read(c);
+		return;
+	}
+	conn_start(c);
+}
+
+/* The connection's first bytes are the client's: TLS, or a request. */
+static void
+conn_start(struct conn *c)
+{
+	int listen_idx = c->lidx, fd = c->fd;
+
 	if (worker.cf->listen[listen_idx].tls) {
 		c->ssl = tls_new(fd, listen_idx);
 		if (c->ssl == NULL) {
@@ -1105,6 +1131,67 @@ conn_accept(int fd, const struct sockaddr *sa, socklen_t salen,
 	read_cb(fd, EV_READ, c);
 }
 
+/*
+ * A PROXY protocol header (worker/proxy_protocol.h) names the client a
+ * load balancer accepted, as nginx's "listen ... proxy_protocol": every
+ * peer of such an address is trusted to say it (real_ip_from then applies
+ * to the client it names).  The header is peeked, then only its bytes are
+ * taken from the socket, so what follows (a request, or TLS) stays there;
+ * a header split over reads is kept in c->pp, all of it header bytes.
+ */
+static void
+pp_read(struct conn *c)
+{
+	struct pp_header h;
+	const char *why = NULL;
+	ssize_t n, hl;
+
+	if (c->pp == NULL && (c->pp = malloc(PP_V2_MAX)) == NULL) {
+		log_at(L_ERROR, errno, "PROXY protocol header");
+		conn_close(c);
+		return;
+	}
+	n = recv(c->fd, c->pp + c->pplen, PP_V2_MAX - c->pplen, MSG_PEEK);
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return;
+	if (n <= 0) {
+		if (n < 0)
+			log_at(L_INFO, errno, "recv from %s", c->peer);
+		conn_close(c);
+		return;
+	}
+	hl = proxy_protocol_parse(c->pp, c->pplen + (size_t)n, &h, &why);
+	if (hl == PP_AGAIN && c->pplen + (size_t)n == PP_V2_MAX)
+		why = "header too long";
+	if (hl < 0 || why != NULL) {
+		log_info("client %s: bad PROXY protocol header on %s: %s",
+		    c->peer, worker.cf->listen[c->lidx].text,
+		    why != NULL ? why : "?");
+		conn_close(c);
+		return;
+	}
+	/* Take the header's bytes (all of them so far, when incomplete). */
+	n = hl == PP_AGAIN ? n : hl - (ssize_t)c->pplen;
+	if (recv(c->fd, c->pp + c->pplen, (size_t)n, 0) != n) {
+		conn_close(c);
+		return;
+	}
+	c->pplen += (size_t)n;
+	if (hl == PP_AGAIN)
+		return;
+	free(c->pp);
+	c->pp = NULL;
+	c->pplen = 0;
+	if (!h.local && (h.src.ss_family == AF_INET ||
+	    h.src.ss_family == AF_INET6)) {
+		format_peer(c, (const struct sockaddr *)&h.src);
+		log_debug("PROXY protocol: the client is %s, port %u",
+		    c->peer, c->peer_port);
+	}
+	c->state = CS_HEADER;
+	conn_start(c);
+}
+
 static void
 conn_close(struct conn *c)
 {
@@ -1113,6 +1200,8 @@ conn_close(struct conn *c)
 	c->px = NULL;
 	if (px != NULL)
 		proxy_cancel(px);
+	free(c->pp);
+	c->pp = NULL;
 	if (c->lc_zone >= 0)
 		request_end(c);
 	idle_set(c, false);

@@ -36,10 +36,11 @@ enum cstate {
 	CS_BODY,		/* reading a request body to discard it */
 	CS_LINGER,		/* after an error: drain input, then close */
 	CS_HANDSHAKE,		/* TLS handshake, before any request */
+	CS_PROXY,		/* the PROXY protocol header, before all */
 };
 
 enum ctimer { T_NONE, T_IDLE, T_HEADER, T_BODY, T_SEND, T_LINGER,
-	T_HANDSHAKE, T_DELAY };
+	T_HANDSHAKE, T_DELAY, T_PROXY };
 
 enum seg_type { SEG_OBUF, SEG_MEM, SEG_FILE };
 
@@ -76,6 +77,8 @@ struct conn_log {
 
 struct conn {
 	int fd;
+	char *pp;		/* CS_PROXY: the header's bytes so far */
+	size_t pplen;
 	enum cstate state;
 	enum ctimer timer;
 	bool close_after;	/* close once the output is written */

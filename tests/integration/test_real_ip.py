@@ -7,8 +7,11 @@ is kept from it.  From anyone else both are replaced.  The clients here
 connect from 127.0.0.1.
 """
 import re
+import socket
+import struct
 
-from harness import Conn, build_request, read_text, wait_until
+from harness import (Conn, build_request, free_port, quote, read_text,
+                     wait_until)
 from test_proxy import ProxyTestCase
 
 
@@ -119,3 +122,74 @@ class RealIpTest(ProxyTestCase):
             self.assertNotEqual(p.returncode, 0, bad)
             self.assertRegex(p.stderr, r'corral\.conf:\d+: real_ip_from "%s"'
                              % re.escape(bad))
+
+
+class ProxyProtocolTest(ProxyTestCase):
+    """listen "ADDRESS proxy_protocol": each connection starts with a
+    PROXY protocol header (v1 or v2) naming the client, as behind HAProxy
+    or a cloud load balancer with nginx's "listen ... proxy_protocol"."""
+
+    def start_pp(self, o, **kw):
+        c = self.make(**kw)
+        c.pp_port = free_port()
+        c.directives['listen'].append('127.0.0.1:%d proxy_protocol' %
+                                      c.pp_port)
+        text = c.config_text()
+        at = text.index('server {\n') + len('server {\n')
+        text = (text[:at] + '  location "/api/" {\n    proxy = "app"\n'
+                '  }\n' + text[at:])
+        text += 'upstream "app" {\n  servers = {%s}\n}\n' % quote(o.addr)
+        with open(c.conf_path, 'w') as f:
+            f.write(text)
+        c.start()
+        return c
+
+    def xff(self, c, o, first):
+        """X-Forwarded-For the origin got for a request after first."""
+        with Conn(c.pp_port) as conn:
+            conn.send(first + build_request('/api/echo'))
+            r = conn.read_response()
+        self.assertEqual(r.status, 200, r)
+        _, h = self.received(o, '/api/echo')
+        return h.get('x-forwarded-for')
+
+    def test_v1_and_v2_name_the_client(self):
+        o = self.origin()
+        c = self.start_pp(o)
+        self.assertEqual(self.xff(c, o, b'PROXY TCP4 203.0.113.7 '
+                                  b'127.0.0.1 56324 80\r\n'), '203.0.113.7')
+        v2 = (b'\r\n\r\n\x00\r\nQUIT\n' + bytes([0x21, 0x21]) +
+              struct.pack('>H', 36) + socket.inet_pton(
+                  socket.AF_INET6, '2001:db8::5') + socket.inet_pton(
+                  socket.AF_INET6, '::1') + struct.pack('>HH', 4444, 80))
+        self.assertEqual(self.xff(c, o, v2), '2001:db8::5')
+        # The header alone, its request in a later write: still read.
+        with Conn(c.pp_port) as conn:
+            conn.send(b'PROXY TCP4 198.51.100.2 127.0.0.1 1 80\r')
+            conn.send(b'\n' + build_request('/api/echo'))
+            self.assertEqual(conn.read_response().status, 200)
+        _, h = self.received(o, '/api/echo')
+        self.assertEqual(h.get('x-forwarded-for'), '198.51.100.2')
+        self.assertEqual(self.logged_clients(c, 3),
+                         ['203.0.113.7', '2001:db8::5', '198.51.100.2'])
+        # The plain address is untouched.
+        r = c.get('/api/echo')
+        self.assertEqual(r.status, 200)
+        _, h = self.received(o, '/api/echo')
+        self.assertEqual(h.get('x-forwarded-for'), '127.0.0.1')
+
+    def test_missing_or_bad_header_closes(self):
+        o = self.origin()
+        c = self.start_pp(o)
+        for first in (b'', b'PROXY TCP4 300.0.0.1 127.0.0.1 1 80\r\n',
+                      b'PROXY BOGUS\r\n'):
+            with self.subTest(first=first):
+                mark = c.log_mark()
+                with Conn(c.pp_port) as conn:
+                    conn.send(first + build_request('/api/echo'))
+                    self.assertEqual(conn.read_until_close(), b'')
+                c.wait_log(r'\[info\].*bad PROXY protocol header',
+                           mark=mark)
+        self.assertEqual(o.count('/api/echo'), 0)
+
+    logged_clients = RealIpTest.logged_clients

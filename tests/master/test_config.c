@@ -1122,7 +1122,8 @@ Test(config, listen_flags_in_any_order)
 	config_free(cf);
 	expect_error("server {\n\troot = \"htdocs\"\n"
 	    "\tlisten = {\"127.0.0.1:8080 default_server tlsx\"}\n}\n", 3,
-	    "the options are \"tls\" and \"default_server\"");
+	    "the options are \"tls\", \"default_server\" and "
+	    "\"proxy_protocol\"");
 }
 
 Test(config, tls_defaults_and_listen_flag)
@@ -1167,12 +1168,25 @@ Test(config, tls_section)
 	config_free(cf);
 }
 
+/* nginx's "listen ... proxy_protocol", with the other words in any order. */
+Test(config, listen_proxy_protocol)
+{
+	struct config *cf = load_ok("listen = {\"127.0.0.1:8080\", "
+	    "\"127.0.0.1:8081 proxy_protocol\"}\n" SERVER);
+
+	cr_expect_not(cf->listen[0].proxy_protocol);
+	cr_expect(cf->listen[1].proxy_protocol);
+	cr_expect_not(cf->listen[1].tls);
+	config_free(cf);
+}
+
 Test(config, tls_errors)
 {
 	expect_error("listen = {\"8443 tls\"}\n" SERVER, 1,
 	    "listen with \"tls\" needs a server with tls_certificate");
 	expect_error("listen = {\"8443 http2\"}\n" SERVER, 1,
-	    "the options are \"tls\" and \"default_server\"");
+	    "the options are \"tls\", \"default_server\" and "
+	    "\"proxy_protocol\"");
 	expect_error("tls {\n\tprotocols = {\"TLSv1.1\"}\n}\n" SERVER, 2,
 	    "obsolete and insecure");
 	expect_error("tls {\n\tprotocols = {\"TLSv9\"}\n}\n" SERVER, 2,
