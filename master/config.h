@@ -107,6 +107,8 @@ enum loc_match {
 	LOC_EXACT,			/* "= /": only that path */
 	LOC_PREFIX_STOP,		/* "^~ /static/": no regex after it */
 	LOC_REGEX,			/* "~ re" and "~* re" (any case) */
+	LOC_NAMED,			/* "@app": only error_page and
+					   try_files go there */
 };
 
 struct vars_tmpl;			/* worker/vars.h */
@@ -126,7 +128,8 @@ struct config_rewrite {
 /* error_page "404 /404.html": the page for a status, served internally. */
 struct config_error_page {
 	int status;
-	int answer;			/* "=200": the status sent; 0: same */
+	int answer;			/* "=200": the status sent; 0: same;
+					   -1 ("= @app"): the target's */
 	char *uri;			/* "/404.html" or an absolute URL */
 };
 

@@ -129,6 +129,8 @@ parse_title(const char *title, const char **what, bool *caseless)
 	while (**what == ' ')
 		(*what)++;
 	switch (title[0]) {
+	case '@':
+		return LOC_NAMED;
 	case '=':
 		return LOC_EXACT;
 	case '^':
@@ -177,9 +179,11 @@ validate_location(cfg_t *cfg, cfg_opt_t *opt)
 			return -1;
 		}
 		pcre2_code_free(code);
-	} else if (what[0] != '/') {
+	} else if (m == LOC_NAMED ? what[1] == '\0' || strchr(what, ' ') :
+	    what[0] != '/') {
 		cfg_error(cfg, "location \"%s\" must start with '/' (or '= /',"
-		    " '^~ /', '~ ' or '~* ' and a regular expression)", title);
+		    " '^~ /', '~ ' or '~* ' and a regular expression, or be a "
+		    "name such as '@app')", title);
 		return -1;
 	}
 	if (cfg_getbool(sec, "status") && cfg_getstr(sec, "proxy") != NULL) {
@@ -389,9 +393,11 @@ validate_try_files(cfg_t *cfg, cfg_opt_t *opt)
 			}
 			continue;
 		}
+		if (v[0] == '@' && i + 1 == n && v[1] != '\0')
+			continue;
 		if (v[0] != '/' && v[0] != '$') {
 			cfg_error(cfg, "try_files: \"%s\" must start with '/' "
-			    "or a variable", v);
+			    "or a variable (or be a named location, last)", v);
 			return -1;
 		}
 		if (check_tmpl(cfg, "try_files", v, scope_captures(cfg)) == -1)
@@ -416,6 +422,11 @@ parse_error_page(const char *v, int *codes, size_t max, size_t *ncodes,
 	for (;;) {
 		while (*p == ' ')
 			p++;
+		if (*p == '=' && p[1] == ' ') {
+			*answer = -1;		/* the status of the target */
+			p++;
+			continue;
+		}
 		if (*p == '=') {
 			n = strtol(p + 1, &end, 10);
 			if (end == p + 1 || *end != ' ' || n < 200 || n > 599)
@@ -434,8 +445,8 @@ parse_error_page(const char *v, int *codes, size_t max, size_t *ncodes,
 		p = end;
 	}
 	*uri = p;
-	if (*ncodes == 0 || (p[0] != '/' && !is_url(p)) ||
-	    strchr(p, ' ') != NULL)
+	if (*ncodes == 0 || (p[0] != '/' && p[0] != '@' && !is_url(p)) ||
+	    strchr(p, ' ') != NULL || (*answer == -1 && p[0] != '@'))
 		return -1;
 	return 0;
 }
@@ -448,12 +459,14 @@ validate_error_page(cfg_t *cfg, cfg_opt_t *opt)
 	size_t n;
 	unsigned int i;
 
+	opt_line_note(cfg, opt->name, cfg->line);
 	for (i = 0; i < cfg_opt_size(opt); i++)
 		if (parse_error_page(cfg_opt_getnstr(opt, i), codes,
 		    nitems(codes), &n, &answer, &uri) == -1) {
 			cfg_error(cfg, "invalid error_page \"%s\" (statuses "
 			    "from 300 to 599, an optional =STATUS, and a URI "
-			    "starting with '/' or a URL)",
+			    "starting with '/', a URL, or a named location "
+			    "such as \"= @app\")",
 			    cfg_opt_getnstr(opt, i));
 			return -1;
 		}
@@ -937,11 +950,25 @@ find_zone(cfg_t *cfg, const char *name)
 	return -1;
 }
 
+/* Whether server srv has a location titled name ("@app"). */
+static bool
+has_named(cfg_t *srv, const char *name)
+{
+	for (unsigned int i = 0; i < cfg_size(srv, "location"); i++)
+		if (strcmp(cfg_title(cfg_getnsec(srv, "location", i)),
+		    name) == 0)
+			return true;
+	return false;
+}
+
 static void
 check_scope(cfg_t *cfg, cfg_t *sec, cfg_t *srv)
 {
 	char zone[128];
-	int burst, max;
+	int burst, max, codes[32], answer;
+	const char *v;
+	size_t nc;
+	unsigned int n;
 	bool nodelay;
 
 	if (cfg_size(sec, "limit_req") > 0) {
@@ -972,6 +999,17 @@ check_scope(cfg_t *cfg, cfg_t *sec, cfg_t *srv)
 		if (cfg_getnstr(sec, "try_files", i)[0] == '=')
 			fail(opt_line(sec, "try_files"), "try_files: =CODE "
 			    "can only be last");
+	n = cfg_size(sec, "try_files");
+	if (n > 0 && (v = cfg_getnstr(sec, "try_files", n - 1))[0] == '@' &&
+	    !has_named(srv != NULL ? srv : sec, v))
+		fail(opt_line(sec, "try_files"), "try_files: no location "
+		    "is named \"%s\" in this server", v);
+	for (unsigned int i = 0; i < cfg_size(sec, "error_page"); i++)
+		if (parse_error_page(cfg_getnstr(sec, "error_page", i), codes,
+		    nitems(codes), &nc, &answer, &v) == 0 && v[0] == '@' &&
+		    !has_named(srv != NULL ? srv : sec, v))
+			fail(opt_line(sec, "error_page"), "error_page: no "
+			    "location is named \"%s\" in this server", v);
 	if (cfg_size(sec, "auth_basic") > 0 &&
 	    strcmp(cfg_getstr(sec, "auth_basic"), "off") != 0 &&
 	    cfg_size(sec, "auth_basic_user_file") == 0 &&

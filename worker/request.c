@@ -22,6 +22,7 @@
 #include "master/log.h"
 #include "worker/access.h"
 #include "worker/conn_impl.h"
+#include "worker/proxy.h"
 #include "worker/static.h"
 #include "worker/vars.h"
 
@@ -48,6 +49,7 @@ static struct {
 	size_t ovec[2 * OVEC_PAIRS];
 	int ncap;
 	int redirects;
+	const struct config_location *named;	/* try_files's "@app" */
 	int delay_ms;
 	char text[8192];
 	size_t textlen;
@@ -185,6 +187,19 @@ find_location(const struct config_server *s, const char *uri, size_t len)
 		if (l->match == LOC_REGEX && re_match(l->re, uri, len))
 			return l;
 	return best != NULL ? best : &s->base;
+}
+
+/* The location titled name ("@app") of server s, or NULL. */
+static const struct config_location *
+named_location(const struct config_server *s, const char *name, size_t len)
+{
+	const struct config_location *l;
+
+	for (l = s->locations; l < s->locations + s->nlocations; l++)
+		if (l->match == LOC_NAMED && l->prefix_len == len &&
+		    memcmp(l->prefix, name, len) == 0)
+			return l;
+	return NULL;
 }
 
 /* Normalises a URI made by a rewrite: its bytes are decoded already. */
@@ -457,6 +472,16 @@ run_try_files(struct conn *c, const struct config_location *l)
 		route_error(atoi(uri + 1));
 		return true;
 	}
+	/* "@app": that location takes the request, its URI unchanged. */
+	if (n > 1 && uri[0] == '@') {
+		rt.named = named_location(&worker.cf->servers[c->srv], uri,
+		    (size_t)n);
+		if (rt.named == NULL) {
+			route_error(500);
+			return true;
+		}
+		return false;
+	}
 	q = n > 0 ? memchr(uri, '?', (size_t)n) : NULL;
 	ul = q ? (size_t)(q - uri) : (size_t)(n > 0 ? n : 0);
 	if (q != NULL) {
@@ -512,6 +537,15 @@ route_uri(struct conn *c)
 			return act;
 		if (l->ntry_files == 0 || run_try_files(c, l))
 			return ROUTE_ANSWER;
+		if (rt.named != NULL) {
+			l = c->loc = rt.named;
+			rt.named = NULL;
+			if (l->return_status != 0) {
+				run_return(c, l);
+				return ROUTE_ANSWER;
+			}
+			return run_access(c, l);
+		}
 	}
 }
 
@@ -527,6 +561,7 @@ request_route(struct conn *c)
 	c->in_error_page = false;
 	rt.kind = K_FILES;
 	rt.redirects = 0;
+	rt.named = NULL;
 	rt.ncap = 0;
 	rt.args = r->query.p;
 	rt.argslen = r->query.len;
@@ -678,6 +713,39 @@ request_handle(struct conn *c)
 
 /* error_page ------------------------------------------------------------ */
 
+/*
+ * error_page's "@app": a location that proxies (or runs FastCGI) takes a
+ * request that has no body, as it is; one of files serves the request's
+ * URI from its folder.
+ */
+static bool
+error_to_named(struct conn *c, const struct config_server *s,
+    const struct config_error_page *ep, int status)
+{
+	const struct config_location *pl;
+	const struct http_request *r = &c->req;
+	char rel[PATH_MAX];
+	ssize_t n;
+
+	if ((pl = named_location(s, ep->uri, strlen(ep->uri))) == NULL ||
+	    pl->status || pl->memcached_local)
+		return false;
+	if (pl->upstream >= 0) {
+		if (c->px != NULL || r->content_length > 0 || r->chunked ||
+		    (r->method != HTTP_M_GET && r->method != HTTP_M_HEAD))
+			return false;
+		c->loc = pl;
+		return proxy_start(c, pl, &c->px) >= 0;
+	}
+	n = map_path(c, pl, rt.uri, rt.urilen, rel, sizeof(rel));
+	if (n < 0 || static_probe(pl, rel, (size_t)n) != 1)
+		return false;
+	c->loc = pl;
+	static_serve(c, pl, rt.uri, rt.urilen, rel, (size_t)n,
+	    ep->answer > 0 ? ep->answer : ep->answer < 0 ? 0 : status);
+	return true;
+}
+
 bool
 request_error_page(struct conn *c, int status)
 {
@@ -700,8 +768,10 @@ request_error_page(struct conn *c, int status)
 		handle_redirect(c, 302, ep->uri, strlen(ep->uri));
 		return true;
 	}
-	/* Served from the files of the page's own location. */
 	s = &worker.cf->servers[c->srv];
+	if (ep->uri[0] == '@')
+		return error_to_named(c, s, ep, status);
+	/* Served from the files of the page's own location. */
 	if (!set_uri(ep->uri, strlen(ep->uri)))
 		return false;
 	rt.ncap = 0;

@@ -224,6 +224,65 @@ class LocationTest(CorralTestCase):
         r = c.get('/api/x')
         self.assertBody(r, b'we will be back', status=502)
 
+    def test_named_locations(self):
+        # nginx's "@name" locations: the fallback of try_files (a front
+        # controller, POST body kept) and of error_page ("= @app": the
+        # status the app answers), never reachable by a URI.
+        o = Origin().start()
+        self.addCleanup(o.stop)
+        o.script('/blog/post', body=b'app page')
+        o.script('/files/gone', status=410, body=b'app says gone')
+        o.script('/@app', body=b'must not be reached')
+        c = self.make(_raw='upstream "app" {\n  servers = {"%s"}\n}\n' %
+                      o.addr, server={'_raw': loc(
+                          '/blog/', 'try_files = {"$uri", "@app"}')
+                          + loc('/files/', 'error_page = {"404 = @app"}')
+                          + loc('/old/', 'error_page = {"404 @static"}')
+                          + loc('@app', 'proxy = "app"')
+                          + loc('@static', 'root = "fallback"')})
+        c.write('/blog/real.html', 'a real file')
+        c.write('/files/here.txt', 'here')
+        os.makedirs(os.path.join(c.tmp, 'fallback', 'old'))
+        with open(os.path.join(c.tmp, 'fallback', 'old', 'x.html'),
+                  'w') as f:
+            f.write('from the fallback folder')
+        c.start()
+        self.assertBody(c.get('/blog/real.html'), b'a real file')
+        self.assertBody(c.get('/blog/post'), b'app page')
+        r = c.get('/blog/post', method='POST', body=b'a=1',
+                  headers=['Content-Length: 3'])
+        self.assertBody(r, b'app page')
+        self.assertEqual(o.count('/blog/post'), 2)
+        self.assertEqual((o.last('/blog/post')['method'],
+                          o.last('/blog/post')['body']), ('POST', b'a=1'))
+        self.assertBody(c.get('/files/here.txt'), b'here')
+        # The app's own status and body go out ("= @app").
+        self.assertBody(c.get('/files/gone'), b'app says gone', status=410)
+        self.assertEqual(o.count('/files/gone'), 1)
+        # A named location of files serves the request's URI from its
+        # folder, with the original status.
+        self.assertBody(c.get('/old/x.html'), b'from the fallback folder',
+                        status=404)
+        self.assertEqual(c.get('/old/none.html').status, 404)
+        # No URI reaches a named location.
+        self.assertEqual(c.get('/@app').status, 404)
+        self.assertEqual(o.count('/@app'), 0)
+
+    def test_named_location_mistakes(self):
+        for server, why in (
+                (loc('/a/', 'try_files = {"$uri", "@nope"}'),
+                 'try_files: no location is named "@nope"'),
+                (loc('/a/', 'error_page = {"404 = @nope"}'),
+                 'error_page: no location is named "@nope"'),
+                (loc('/a/', 'error_page = {"404 = /x.html"}'),
+                 'invalid error_page'),
+                (loc('@', 'root = "."'), "must start with '/'")):
+            c = self.make(server={'_raw': server})
+            out = c.check_config()
+            self.assertEqual(out.returncode, 1, server)
+            self.assertIn(why, out.stderr)
+            self.assertRegex(out.stderr, r'corral\.conf:\d+: ')
+
     def test_add_header_and_always(self):
         c = self.site([loc('/img/', 'add_header = {"Cache-Control: public",'
                            ' "X-Img: 1 always"}')],
