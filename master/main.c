@@ -63,6 +63,12 @@ load(const char *path, struct mime_table **mime)
 	return cf;
 }
 
+static void
+warn_stderr(const char *msg)
+{
+	fprintf(stderr, "corral: warning: %s\n", msg);
+}
+
 /* -t loads certificates and keys as the start would, then drops them. */
 static int
 check_tls(const struct config *cf)
@@ -70,17 +76,12 @@ check_tls(const struct config *cf)
 	char err[1024];
 	bool failed;
 
-	tls_conf_free(tls_conf_load(cf, err, sizeof(err), &failed));
+	tls_conf_free(tls_conf_load(cf, warn_stderr, err, sizeof(err),
+	    &failed));
 	if (!failed)
 		return 0;
 	fprintf(stderr, "corral: %s\n", err);
 	return -1;
-}
-
-static void
-warn_stderr(const char *msg)
-{
-	fprintf(stderr, "corral: warning: %s\n", msg);
 }
 
 /* Prints one resolved setting, for corralctl and scripts. */

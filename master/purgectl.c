@@ -1,6 +1,7 @@
 /*
  * corral -P URL: drops a URL, with all its variants, from the running
- * server's cache, without curl and without purge_allow.  It sends PURGE,
+ * server's cache, without curl and without purge_allow; a URL ending in
+ * "*" drops every URL of the host under that prefix.  It sends PURGE,
  * in plain HTTP, to the server's first listening address without tls over
  * loopback, with the server's purge token (read from stats_file, which
  * only root can read) in X-Corral-Purge, and says what the server
@@ -97,10 +98,10 @@ monitor_purge(const struct config *cf, const char *url)
 {
 	char host[256], token[STATS_TOKEN_LEN + 1], req[8192], resp[512];
 	const struct config_listen *l = plain_listen(cf);
-	const char *target;
+	const char *target, *body;
 	struct stats *st;
 	ssize_t n;
-	size_t got = 0;
+	size_t got = 0, count;
 	int fd, len, status;
 
 	if (split_url(url, cf->servers[0].names[0], host, sizeof(host),
@@ -144,8 +145,8 @@ monitor_purge(const struct config *cf, const char *url)
 		close(fd);
 		return 1;
 	}
-	/* The status line is all we need. */
-	while (got + 1 < sizeof(resp) && memchr(resp, '\n', got) == NULL) {
+	/* The status line, and a purge by prefix's count in the body. */
+	while (got + 1 < sizeof(resp)) {
 		n = read(fd, resp + got, sizeof(resp) - 1 - got);
 		if (n <= 0)
 			break;
@@ -156,6 +157,11 @@ monitor_purge(const struct config *cf, const char *url)
 	if (sscanf(resp, "HTTP/1.%*d %d", &status) != 1) {
 		fprintf(stderr, "corral: %s: no answer\n", l->text);
 		return 1;
+	}
+	if (status == 200 && (body = strstr(resp, "\r\n\r\n")) != NULL &&
+	    sscanf(body + 4, "purged %zu", &count) == 1) {
+		printf("purged %s%s (%zu objects)\n", host, target, count);
+		return 0;
 	}
 	if (status == 200) {
 		printf("purged %s%s\n", host, target);

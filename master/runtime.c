@@ -180,7 +180,8 @@ runtime_open_tls(struct runtime *rt)
 	char err[1024];
 	bool failed;
 
-	rt->tls = tls_conf_load(rt->cf, err, sizeof(err), &failed);
+	rt->tls = tls_conf_load(rt->cf, master_warn_log, err, sizeof(err),
+	    &failed);
 	if (failed) {
 		log_crit("%s", err);
 		return -1;

@@ -20,6 +20,7 @@
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
+#include <openssl/x509v3.h>
 
 #include "master/config.h"
 #include "master/tls_conf.h"
@@ -39,6 +40,7 @@ struct loading {
 	const struct config *cf;
 	char *err;
 	size_t errlen;
+	void (*warn)(const char *msg);
 };
 
 static void __attribute__((format(printf, 3, 4)))
@@ -121,6 +123,73 @@ check_dates(struct loading *l, SSL_CTX *ctx, const struct config_server *s)
 		return -1;
 	}
 	return 0;
+}
+
+/* Whether a CA of this system's trust store issued x. */
+static bool
+system_issued(X509 *x)
+{
+	X509_STORE *st = X509_STORE_new();
+	X509_STORE_CTX *sc = X509_STORE_CTX_new();
+	X509 *issuer = NULL;
+	bool found = false;
+
+	if (st != NULL && sc != NULL && X509_STORE_set_default_paths(st) &&
+	    X509_STORE_CTX_init(sc, st, x, NULL) &&
+	    X509_STORE_CTX_get1_issuer(&issuer, sc, x) == 1)
+		found = true;
+	X509_free(issuer);
+	X509_STORE_CTX_free(sc);
+	X509_STORE_free(st);
+	ERR_clear_error();
+	return found;
+}
+
+/*
+ * A missing chain: the file's last certificate is not self-signed and
+ * neither the file nor this system's trust store holds its issuer (the
+ * leaf alone where fullchain.pem was meant).  Browsers that cached the
+ * intermediate still connect, curl and many phones do not.  A warning,
+ * not an error: a leaf signed by a private CA that the clients trust is
+ * a sound setup (nginx loads it without a word), and only the clients
+ * know their trust store.
+ */
+static void
+check_chain(struct loading *l, SSL_CTX *ctx, const struct config_server *s)
+{
+	X509 *cur = SSL_CTX_get0_certificate(ctx), *next = NULL;
+	STACK_OF(X509) *chain = NULL;
+	char msg[1024], subject[256], issuer[256];
+	int i, n, hops;
+
+	if (l->warn == NULL || cur == NULL)
+		return;
+	SSL_CTX_get0_chain_certs(ctx, &chain);
+	n = chain != NULL ? sk_X509_num(chain) : 0;
+	for (hops = 0; hops <= n; hops++, cur = next) {
+		if (X509_check_issued(cur, cur) == X509_V_OK)
+			return;
+		for (next = NULL, i = 0; i < n && next == NULL; i++)
+			if (X509_check_issued(sk_X509_value(chain, i), cur) ==
+			    X509_V_OK)
+				next = sk_X509_value(chain, i);
+		if (next == NULL)
+			break;
+	}
+	ERR_clear_error();
+	if (next != NULL || system_issued(cur))
+		return;
+	X509_NAME_oneline(X509_get_subject_name(cur), subject,
+	    sizeof(subject));
+	X509_NAME_oneline(X509_get_issuer_name(cur), issuer, sizeof(issuer));
+	snprintf(msg, sizeof(msg), "%s:%d: tls_certificate \"%s\": the "
+	    "chain is incomplete: the issuer of \"%s\", \"%s\", is neither "
+	    "in the file nor a CA this system trusts; clients that do not "
+	    "have it refuse the certificate (the file should hold the full "
+	    "chain, leaf first, as Let's Encrypt's fullchain.pem)",
+	    l->cf->file, s->tls_certificate_line, s->tls_certificate,
+	    subject, issuer);
+	l->warn(msg);
 }
 
 static int
@@ -209,6 +278,7 @@ ctx_new(struct loading *l, const struct config_server *s)
 	}
 	if (check_dates(l, ctx, s) == -1)
 		goto failed;
+	check_chain(l, ctx, s);
 	return ctx;
 
 failed:
@@ -226,10 +296,10 @@ default_server(const struct config *cf)
 }
 
 struct tls_conf *
-tls_conf_load(const struct config *cf, char *err, size_t errlen,
-    bool *failed)
+tls_conf_load(const struct config *cf, void (*warn)(const char *msg),
+    char *err, size_t errlen, bool *failed)
 {
-	struct loading l = { cf, err, errlen };
+	struct loading l = { cf, err, errlen, warn };
 	struct tls_conf *tc;
 	size_t i, def;
 

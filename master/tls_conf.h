@@ -6,7 +6,8 @@
  *
  * Loading checks what a user gets wrong: an unreadable or expired
  * certificate, a key that does not match it, a cipher list OpenSSL does
- * not know.  `corral -t`, the start and a reload run the same checks, so
+ * not know; a chain that stops short of a trusted CA is a warning.
+ * `corral -t`, the start and a reload run the same checks, so
  * a reload with a bad certificate keeps the old one serving.
  */
 #ifndef CORRAL_TLS_CONF_H
@@ -22,10 +23,12 @@ struct tls_conf;
 /*
  * Builds the contexts of every server of cf (NULL, no error, when no
  * listen has "tls").  On error returns NULL and writes "FILE:LINE: what is
- * wrong" into err.
+ * wrong" into err.  What clients may refuse but a sound setup can have (a
+ * chain that does not reach a CA this system trusts) goes to warn as
+ * "FILE:LINE: what"; warn may be NULL.
  */
-struct tls_conf *tls_conf_load(const struct config *cf, char *err,
-    size_t errlen, bool *failed);
+struct tls_conf *tls_conf_load(const struct config *cf,
+    void (*warn)(const char *msg), char *err, size_t errlen, bool *failed);
 
 void tls_conf_free(struct tls_conf *tc);
 

@@ -606,3 +606,53 @@ store_sweep(struct store *s, size_t budget)
 	}
 	return reclaimed;
 }
+
+/* One bucket of store_delete_matching(); returns the items looked at. */
+static size_t
+do_match_bucket(struct store *s, unsigned si, uint64_t *bucket,
+    store_match_fn match, void *arg, size_t *deleted)
+{
+	struct stripe *st = stripe_at(s, si);
+	struct item *it;
+	uint64_t off = *bucket;
+	size_t n = 0, max = s->l.npages * PAGE / CHUNK_MIN;
+
+	while (off != 0 && n++ < max) {
+		it = item_at(s, off);
+		if (it == NULL || it->state != ST_LINKED) {
+			s->bad = true;
+			break;
+		}
+		off = it->hnext;	/* read before it may be unlinked */
+		if (is_placeholder(it) || !match(item_key(it), it->klen, arg))
+			continue;
+		CNT_ADD(st, deletes, 1);
+		do_item_unlink(s, si, it);
+		(*deleted)++;
+	}
+	return n;
+}
+
+size_t
+store_delete_matching(struct store *s, store_match_fn match, void *arg)
+{
+	uint64_t nb = s->l.stripe_buckets, b, end;
+	size_t deleted = 0;
+	unsigned si;
+
+	if (s->slot < 0)
+		return 0;
+	/* A few buckets per lock hold, as the sweep: the others wait no
+	 * longer than for any store call. */
+	for (si = 0; si < s->l.stripes; si++)
+		for (b = 0; b < nb; b = end) {
+			end = b + SWEEP_BATCH < nb ? b + SWEEP_BATCH : nb;
+			if (stripe_lock(s, si) == -1)
+				return deleted;
+			for (; b < end; b++)
+				do_match_bucket(s, si, bucket_at(s, si, 0) + b,
+				    match, arg, &deleted);
+			stripe_unlock(s, si);
+		}
+	return deleted;
+}

@@ -222,6 +222,17 @@ enum store_result store_update(struct store *s, const void *key,
 enum store_result store_acquire(struct store *s, const void *key,
     size_t klen, unsigned max, struct store_ref *ref);
 
+/*
+ * Deletes every value whose key match() accepts (a purge by prefix),
+ * expired or not; keys being filled under a lease are left to their
+ * filler.  match runs under a stripe lock: pure, no store calls.  One
+ * pass over the whole index, a few buckets per lock hold: O(entries),
+ * for rare administrative deletes.  Returns how many went.
+ */
+typedef bool (*store_match_fn)(const void *key, size_t klen, void *arg);
+size_t store_delete_matching(struct store *s, store_match_fn match,
+    void *arg);
+
 /* Reclaims expired entries and lapsed leases; returns entries reclaimed. */
 size_t store_sweep(struct store *s, size_t budget);
 /* Master: releases every pin, reservation and lease of a dead slot. */

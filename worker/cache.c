@@ -562,6 +562,85 @@ purge_allowed(const struct cache_req *cr)
 	return false;
 }
 
+/* What a purge by prefix drops: the URL keys under "host NUL prefix". */
+struct prefix {
+	const char *p;			/* host NUL path prefix */
+	size_t len;
+};
+
+/*
+ * P keys, V keys (their URL after the generation) and the Z copies of
+ * both.  Runs under a stripe lock of the store.
+ */
+static bool
+prefix_match(const void *key, size_t klen, void *arg)
+{
+	const struct prefix *pf = arg;
+	const char *k = key;
+	size_t skip;
+
+	if (klen > 0 && k[0] == CACHE_NS_GZIP_COPY) {
+		k++;
+		klen--;
+	}
+	if (klen == 0)
+		return false;
+	skip = k[0] == CACHE_NS_URL ? 1 : k[0] == CACHE_NS_VARIANT ? 17 : 0;
+	return skip > 0 && klen >= skip + pf->len &&
+	    memcmp(k + skip, pf->p, pf->len) == 0;
+}
+
+/*
+ * A PURGE whose path ends in a star ("/img/" then "*"): every stored
+ * response of the host whose path starts with /img/, with its variants
+ * and gzip copies (the convention of ngx_cache_purge).  The store is
+ * scanned once, so this is for rare administrative purges, not for every
+ * request.  memcached cannot delete by prefix: with an l2 cluster the
+ * purge is refused, as the next miss would bring the old copies back.
+ */
+static void
+purge_prefix(struct cache_req *cr, const struct http_request *r)
+{
+	struct conn *c = cr->c;
+	struct span host = http_request_authority(r);
+	struct span path = { r->path.p, r->path.len - 1 };
+	struct prefix pf;
+	char body[64];
+	size_t n;
+	int len;
+
+	if (worker.cf->cache.l2 >= 0) {
+		log_warn("client %s: PURGE %.*s: a purge by prefix cannot "
+		    "reach the cache's l2 memcached cluster; refused",
+		    conn_peer(c), (int)r->path.len, r->path.p);
+		resp_error(c, 501);
+		return;
+	}
+	if (host.p == NULL)
+		host = r->host;
+	if ((cr->klen = url_key_of(cr->key, host, path,
+	    (struct span){ NULL, 0 })) == 0) {
+		resp_error(c, 414);
+		return;
+	}
+	/* host NUL prefix: the key without its namespace and last NUL. */
+	pf.p = cr->key + 1;
+	pf.len = cr->klen - 2;
+	n = store_delete_matching(worker.store, prefix_match, &pf);
+	log_info("client %s: PURGE %.*s: %zu objects", conn_peer(c),
+	    (int)r->path.len, r->path.p, n);
+	if (n == 0) {
+		resp_error(c, 404);
+		return;
+	}
+	len = snprintf(body, sizeof(body), "purged %zu\n", n);
+	resp_status(c, 200);
+	resp_header(c, "Content-Type: text/plain\r\n", 26);
+	resp_end_headers(c, len);
+	resp_body_copy(c, body, (size_t)len);
+	resp_done(c, 200, (uint64_t)len);
+}
+
 /* Drops the URL and with its Vary spec every variant. */
 static void
 purge(struct cache_req *cr, const struct http_request *r)
@@ -579,6 +658,11 @@ purge(struct cache_req *cr, const struct http_request *r)
 		log_info("client %s: PURGE with a body", conn_peer(c));
 		resp_no_keepalive(c);
 		resp_error(c, 400);
+		return;
+	}
+	if (r->query.p == NULL && r->path.len > 0 &&
+	    r->path.p[r->path.len - 1] == '*') {
+		purge_prefix(cr, r);
 		return;
 	}
 	if (!url_key(cr, r)) {

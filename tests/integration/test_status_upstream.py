@@ -198,6 +198,64 @@ class UpstreamStatus(CorralTestCase):
             self.assertEqual(out.returncode, 0, out.stderr)
             self.assertEqual(out.stdout, 'purged localhost/api/p\n')
 
+    def test_corral_purge_by_prefix(self):
+        o = self.origin()
+        cc = ('Cache-Control', 'max-age=60')
+        o.script('/api/a/1', body=b'a1\n', headers=[cc])
+        o.script('/api/a/2', body=b'a2\n', headers=[cc, ('Vary', 'Accept')])
+        o.script('/api/a/3', body=b'a3\n', headers=[cc])
+        o.script('/api/ab', body=b'ab\n', headers=[cc])
+        o.script('/api/b/1', body=b'b1\n', headers=[cc])
+        c = self.start_proxy([o.addr], cache=True, workers=2,
+                             loc={'purge_allow': '{"127.0.0.1"}'})
+        urls = [('localhost', '/api/a/1'), ('localhost', '/api/a/2'),
+                ('localhost', '/api/a/3?x=1'), ('localhost', '/api/ab'),
+                ('localhost', '/api/b/1'), ('other.test', '/api/a/1')]
+
+        def xcache(host, path):
+            r = c.get(path, host=host, headers=[('Accept', 'text/plain')])
+            self.assertEqual(r.status, 200, (host, path))
+            return r.header('X-Cache')
+        for host, path in urls:
+            self.assertEqual(xcache(host, path), 'MISS', (host, path))
+            self.assertEqual(xcache(host, path), 'HIT', (host, path))
+        # Everything of localhost under /api/a/, with the variant and the
+        # query; not /api/ab, not /api/b/, not another host's /api/a/.
+        out = subprocess.run([BIN, '-P', '/api/a/*', '-c', c.conf_path],
+                             capture_output=True, text=True, timeout=10)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertRegex(out.stdout,
+                         r'^purged localhost/api/a/\* \(\d+ objects\)\n$')
+        self.assertGreaterEqual(int(out.stdout.split('(')[1].split()[0]), 3)
+        for host, path in urls:
+            gone = host == 'localhost' and path.startswith('/api/a/')
+            self.assertEqual(xcache(host, path), 'MISS' if gone else 'HIT',
+                             (host, path))
+        self.assertEqual(o.count('/api/a/2'), 2)
+        self.assertEqual(o.count('/api/b/1'), 1)
+        # Nothing left under the prefix: said so, and nothing else moves.
+        out = subprocess.run([BIN, '-P', 'http://localhost/api/zz*', '-c',
+                              c.conf_path], capture_output=True, text=True,
+                             timeout=10)
+        self.assertEqual((out.returncode, out.stdout),
+                         (0, 'not in the cache: localhost/api/zz*\n'),
+                         out.stderr)
+        # A client of purge_allow purges by prefix with a PURGE of its own.
+        r = c.get('/api/*', method='PURGE', host='other.test')
+        self.assertEqual((r.status, r.body), (200, b'purged 1\n'))
+        self.assertEqual(xcache('other.test', '/api/a/1'), 'MISS')
+        self.assertEqual(xcache('localhost', '/api/b/1'), 'HIT')
+        r = c.get('/api/*', method='PURGE')
+        self.assertEqual(r.status, 200)
+        self.assertEqual(xcache('localhost', '/api/b/1'), 'MISS')
+        ctl = os.environ.get('CORRALCTL')
+        if ctl and os.access(ctl, os.X_OK):
+            out = subprocess.run([ctl, '-c', c.conf_path, 'purge',
+                                  '/api/*'], capture_output=True,
+                                 text=True, timeout=10)
+            self.assertEqual(out.returncode, 0, out.stderr)
+            self.assertRegex(out.stdout, r'^purged localhost/api/\* ')
+
     def test_corral_purge_when_the_first_listen_is_tls(self):
         # corral -P speaks plain HTTP: it must not pick a TLS address.
         o = self.origin()

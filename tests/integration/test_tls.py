@@ -402,6 +402,40 @@ class TLSCertificateTest(TLSTestCase):
             self.assertEqual(p.returncode, 1)
             self.assertIn(where, p.stderr)
 
+    def test_check_warns_of_a_missing_chain(self):
+        c = self.start_tls(start=False)
+        inter = pki.intermediate('corral test intermediate')
+        leaf, key = inter.leaf('localhost')
+        full = os.path.join(c.tmp, 'fullchain.pem')
+        with open(full, 'w') as f:
+            for part in (leaf, inter.ca, pki.ca):
+                f.write(open(part).read())
+        selfsigned = os.path.join(c.tmp, 'self.crt')
+        subprocess.run(['openssl', 'req', '-x509', '-new', '-key', key,
+                        '-out', selfsigned, '-days', '5', '-subj',
+                        '/CN=localhost'], check=True, capture_output=True)
+        # The whole chain, or a self-signed certificate: nothing to say.
+        for crt in (full, selfsigned):
+            out = self.check(c, crt, key)
+            self.assertEqual(out.returncode, 0, out.stderr)
+            self.assertNotIn('warning', out.stderr)
+        # The leaf alone (cert.pem where fullchain.pem was meant): -t
+        # accepts it, as nginx does, but says where and what is missing.
+        out = self.check(c, leaf, key)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        where = '%s:%d: ' % (c.conf_path, self.line_of(c, 'tls_certificate'))
+        self.assertIn('corral: warning: ' + where + 'tls_certificate "%s": '
+                      'the chain is incomplete' % leaf, out.stderr)
+        self.assertIn('CN=corral test intermediate', out.stderr)
+        # The start says the same in the error log, and serves.
+        c.start()
+        c.wait_log(r'\[warn\].*%s.*the chain is incomplete' %
+                   re.escape(where))
+        ctx = ssl.create_default_context(cafile=pki.ca)
+        with self.assertRaises(ssl.SSLCertVerificationError):
+            with TLSConn(c.tls_port, ctx, 'localhost'):
+                pass
+
     def test_config_errors_in_the_tls_section(self):
         c = self.start_tls(start=False, tls={'protocols': ['TLSv1.1']})
         out = c.check_config()

@@ -44,14 +44,25 @@ def new_key(path, kind, cwd):
 class PKI:
     """A CA in folder d; leaf() signs certificates for names."""
 
-    def __init__(self, d):
+    def __init__(self, d, parent=None, name='corral test CA'):
         self.dir = d
         os.makedirs(d, exist_ok=True)
         self.ca_key = os.path.join(d, 'ca.key')
         self.ca = os.path.join(d, 'ca.crt')
         new_key(self.ca_key, 'ec', d)
-        openssl('req', '-x509', '-new', '-key', self.ca_key, '-out', self.ca,
-                '-days', '30', '-subj', '/CN=corral test CA', cwd=d)
+        if parent is None:
+            openssl('req', '-x509', '-new', '-key', self.ca_key, '-out',
+                    self.ca, '-days', '30', '-subj', '/CN=' + name, cwd=d)
+        else:
+            # An intermediate CA, signed by parent's.
+            csr = os.path.join(d, 'ca.csr')
+            openssl('req', '-new', '-key', self.ca_key, '-out', csr,
+                    '-subj', '/CN=' + name, '-addext',
+                    'basicConstraints=critical,CA:TRUE', '-addext',
+                    'keyUsage=critical,keyCertSign,cRLSign', cwd=d)
+            openssl('ca', '-batch', '-config', 'ca.cnf', '-cert', parent.ca,
+                    '-keyfile', parent.ca_key, '-in', csr, '-out', self.ca,
+                    '-notext', '-days', '20', cwd=parent.dir)
         with open(os.path.join(d, 'ca.cnf'), 'w') as f:
             f.write(CA_CNF % {'dir': d})
         open(os.path.join(d, 'index.txt'), 'w').close()
@@ -79,6 +90,11 @@ class PKI:
             args += ['-days', '10']
         openssl(*args, cwd=self.dir)
         return crt, key
+
+    def intermediate(self, name):
+        """A CA signed by this one, in a folder of its own."""
+        return PKI(os.path.join(self.dir, name.replace(' ', '-')), self,
+                   name)
 
     def serial(self, crt):
         out = subprocess.run(['openssl', 'x509', '-noout', '-serial', '-in',
