@@ -253,6 +253,11 @@ static cfg_opt_t upstream_opts[] = {
 	CFG_INT_CB("send_timeout", 30 * SEC, CFGF_NONE, cb_time),
 	CFG_INT_CB("max_fails", 3, CFGF_NONE, cb_count),
 	CFG_INT_CB("fail_timeout", 10 * SEC, CFGF_NONE, cb_time),
+	CFG_BOOL("tls", cfg_false, CFGF_NONE),
+	CFG_BOOL("tls_verify", cfg_true, CFGF_NONE),
+	CFG_STR("tls_name", NULL, CFGF_NODEFAULT),
+	CFG_STR("tls_trusted_certificate", NULL, CFGF_NODEFAULT),
+	CFG_BOOL("tls_session_reuse", cfg_true, CFGF_NONE),
 	CFG_END()
 };
 
@@ -784,20 +789,30 @@ cb_tls_protocol(cfg_t *cfg, cfg_opt_t *opt, const char *value, void *result)
 	return -1;
 }
 
-/* A peer address, then optional " weight=N" (1..100). */
+/*
+ * A peer address, with "https://" for TLS (or "http://"), then optional
+ * " weight=N" (1..100).
+ */
 static int
 cb_peer(cfg_t *cfg, cfg_opt_t *opt, const char *value, void *result)
 {
 	struct config_peer *p;
-	const char *why = NULL, *sp = strchr(value, ' ');
+	const char *why = NULL, *sp = strchr(value, ' '), *full = value;
 	char addr[PATH_MAX];
-	size_t n = sp ? (size_t)(sp - value) : strlen(value);
+	size_t n;
 	uint64_t w = 1;
 
 	if ((p = calloc(1, sizeof(*p))) == NULL) {
 		cfg_error(cfg, "out of memory");
 		return -1;
 	}
+	if (strncmp(value, "https://", 8) == 0) {
+		p->tls = true;
+		value += 8;
+	} else if (strncmp(value, "http://", 7) == 0) {
+		value += 7;
+	}
+	n = sp ? (size_t)(sp - value) : strlen(value);
 	if (n >= sizeof(addr))
 		why = "too long";
 	else {
@@ -814,7 +829,7 @@ cb_peer(cfg_t *cfg, cfg_opt_t *opt, const char *value, void *result)
 			why = "the only option is weight=N, N from 1 to 100";
 	}
 	if (why != NULL) {
-		cfg_error(cfg, "invalid upstream server \"%s\": %s", value,
+		cfg_error(cfg, "invalid upstream server \"%s\": %s", full,
 		    why);
 		free(p);
 		return -1;
@@ -1697,8 +1712,10 @@ static int
 validate_upstream(cfg_t *cfg, cfg_opt_t *opt)
 {
 	cfg_t *sec = cfg_opt_getnsec(opt, cfg_opt_size(opt) - 1);
-
 	const char *hash = cfg_getstr(sec, "hash");
+	const struct config_peer *p;
+	bool tls = cfg_getbool(sec, "tls");
+	size_t i;
 
 	if (cfg_size(sec, "servers") == 0) {
 		cfg_error(cfg, "upstream \"%s\" ending here has no servers",
@@ -1710,6 +1727,27 @@ validate_upstream(cfg_t *cfg, cfg_opt_t *opt)
 		cfg_error(cfg, "upstream \"%s\": hash = ketama needs "
 		    "protocol = memcached", cfg_title(sec));
 		return -1;
+	}
+	for (i = 0; i < cfg_size(sec, "servers"); i++) {
+		p = cfg_getnptr(sec, "servers", i);
+		if (!p->tls && !tls)
+			continue;
+		if (strcmp(cfg_getstr(sec, "protocol"), "http") != 0) {
+			cfg_error(cfg, "upstream \"%s\" ending here: TLS "
+			    "(%s) is for protocol http only", cfg_title(sec),
+			    p->tls ? "https://" : "tls = on");
+			return -1;
+		}
+		/* A socket has no name or address to check: tls_name. */
+		if (p->addr.ss_family == AF_UNIX &&
+		    cfg_getbool(sec, "tls_verify") &&
+		    cfg_getstr(sec, "tls_name") == NULL) {
+			cfg_error(cfg, "upstream \"%s\" ending here: server "
+			    "%s over TLS needs tls_name, the name its "
+			    "certificate is checked against (or tls_verify = "
+			    "off)", cfg_title(sec), p->text);
+			return -1;
+		}
 	}
 	return 0;
 }
@@ -1831,6 +1869,8 @@ static const struct {
 	{ "tls|ciphers",	validate_tls_line },
 	{ "tls|ciphersuites",	validate_tls_line },
 	{ "upstream",		validate_upstream },
+	{ "upstream|tls_name",	validate_nonempty },
+	{ "upstream|tls_trusted_certificate", validate_nonempty },
 	{ "log_format",		validate_log_format },
 	{ "server|location|proxy", validate_proxy },
 	{ "server|location|fastcgi", validate_proxy },
@@ -2565,6 +2605,18 @@ build_upstream(cfg_t *sec, struct config_upstream *u)
 	u->send_timeout_ms = cfg_getint(sec, "send_timeout");
 	u->max_fails = cfg_getint(sec, "max_fails");
 	u->fail_timeout_ms = cfg_getint(sec, "fail_timeout");
+	for (i = 0; i < u->npeers; i++) {
+		u->peers[i].tls |= cfg_getbool(sec, "tls");
+		u->any_tls |= u->peers[i].tls;
+	}
+	u->tls_verify = cfg_getbool(sec, "tls_verify");
+	u->tls_name = copy(cfg_getstr(sec, "tls_name"));
+	if (cfg_getstr(sec, "tls_trusted_certificate") != NULL)
+		u->tls_trusted_certificate = copy_path(cfg_getstr(sec,
+		    "tls_trusted_certificate"), NULL);
+	u->tls_trusted_certificate_line = opt_line(sec,
+	    "tls_trusted_certificate");
+	u->tls_session_reuse = cfg_getbool(sec, "tls_session_reuse");
 }
 
 static void
@@ -2901,6 +2953,8 @@ config_free(struct config *cf)
 	for (i = 0; cf->upstreams != NULL && i < cf->nupstreams; i++) {
 		free(cf->upstreams[i].name);
 		free(cf->upstreams[i].peers);
+		free(cf->upstreams[i].tls_name);
+		free(cf->upstreams[i].tls_trusted_certificate);
 	}
 	free(cf->upstreams);
 	for (i = 0; cf->log_formats != NULL && i < cf->nlog_formats; i++) {

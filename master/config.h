@@ -34,6 +34,7 @@ struct config_peer {
 	socklen_t addrlen;
 	char text[CONFIG_PEER_TEXT];	/* "127.0.0.1:9000", "unix:/path" */
 	int weight;			/* 1..100 */
+	bool tls;			/* "https://...", or the group's tls */
 };
 
 /* An address prefix: 10.0.0.0/8, 2001:db8::/32, 192.0.2.1 (/32). */
@@ -74,6 +75,14 @@ struct config_upstream {
 	int send_timeout_ms;
 	int max_fails;			/* 0: never mark a peer down */
 	int fail_timeout_ms;
+	/* TLS to the peers (master/tls_client.h). */
+	bool any_tls;			/* some peer is "https://" */
+	bool tls_verify;		/* the peer's certificate */
+	char *tls_name;			/* SNI and the name verified; NULL:
+					   the peer's address */
+	char *tls_trusted_certificate;	/* CA file; NULL: the system's */
+	int tls_trusted_certificate_line;
+	bool tls_session_reuse;
 };
 
 /*

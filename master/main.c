@@ -12,6 +12,7 @@
 #include "master/log.h"
 #include "master/master.h"
 #include "master/proctitle.h"
+#include "master/tls_client.h"
 #include "master/tls_conf.h"
 #include "shm/store.h"
 #include "worker/static.h"
@@ -78,6 +79,9 @@ check_tls(const struct config *cf)
 
 	tls_conf_free(tls_conf_load(cf, warn_stderr, err, sizeof(err),
 	    &failed));
+	if (!failed)
+		tls_client_free(tls_client_load(cf, err, sizeof(err),
+		    &failed));
 	if (!failed)
 		return 0;
 	fprintf(stderr, "corral: %s\n", err);

@@ -15,6 +15,7 @@ struct fsafe_user;
 struct mime_table;
 struct stats;
 struct store;
+struct tls_client;
 struct tls_conf;
 struct tls_keys;
 
@@ -39,6 +40,8 @@ struct runtime {
 					   mapping of their own when the
 					   cache is off; may be NULL */
 	struct tls_keys *tls_keys;	/* ticket keys, made by the master */
+	struct tls_client *tls_up;	/* upstream groups over TLS; NULL
+					   when none */
 	bool drop_privileges;		/* started as root: workers switch */
 	uid_t uid;
 	gid_t gid;

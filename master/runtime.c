@@ -21,6 +21,7 @@
 #include "master/fsafe.h"
 #include "master/log.h"
 #include "master/master.h"
+#include "master/tls_client.h"
 #include "master/tls_conf.h"
 #include "worker/static.h"
 
@@ -182,6 +183,9 @@ runtime_open_tls(struct runtime *rt)
 
 	rt->tls = tls_conf_load(rt->cf, master_warn_log, err, sizeof(err),
 	    &failed);
+	if (!failed)
+		rt->tls_up = tls_client_load(rt->cf, err, sizeof(err),
+		    &failed);
 	if (failed) {
 		log_crit("%s", err);
 		return -1;
@@ -282,6 +286,7 @@ runtime_free(struct runtime *rt)
 	free(rt->server_row);
 	mime_free(rt->mime);
 	tls_conf_free(rt->tls);
+	tls_client_free(rt->tls_up);
 	config_free(rt->cf);
 	free(rt->listen_fds);
 	free(rt->dir_fds);

@@ -160,7 +160,8 @@ check_chain(struct loading *l, SSL_CTX *ctx, const struct config_server *s)
 	X509 *cur = SSL_CTX_get0_certificate(ctx), *next = NULL;
 	STACK_OF(X509) *chain = NULL;
 	char msg[1024], subject[256], issuer[256];
-	int i, n, hops;
+	const char *file;
+	int i, n, hops, line;
 
 	if (l->warn == NULL || cur == NULL)
 		return;
@@ -182,13 +183,13 @@ check_chain(struct loading *l, SSL_CTX *ctx, const struct config_server *s)
 	X509_NAME_oneline(X509_get_subject_name(cur), subject,
 	    sizeof(subject));
 	X509_NAME_oneline(X509_get_issuer_name(cur), issuer, sizeof(issuer));
+	file = config_where(l->cf, s->tls_certificate_line, &line);
 	snprintf(msg, sizeof(msg), "%s:%d: tls_certificate \"%s\": the "
 	    "chain is incomplete: the issuer of \"%s\", \"%s\", is neither "
 	    "in the file nor a CA this system trusts; clients that do not "
 	    "have it refuse the certificate (the file should hold the full "
 	    "chain, leaf first, as Let's Encrypt's fullchain.pem)",
-	    l->cf->file, s->tls_certificate_line, s->tls_certificate,
-	    subject, issuer);
+	    file, line, s->tls_certificate, subject, issuer);
 	l->warn(msg);
 }
 

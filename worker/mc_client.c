@@ -55,7 +55,7 @@ op_free(struct mc_call *op, bool keep)
 		op->next->prev = op->prev;
 	/* The pool watches a kept fd before op->ev stops: no epoll_ctl. */
 	if (op->fd != -1 && !(keep && upstream_pool_put(op->u, op->peer,
-	    op->fd)))
+	    op->fd, NULL)))
 		close(op->fd);
 	if (op->ev != NULL)
 		event_free(op->ev);
@@ -221,6 +221,7 @@ static bool
 op_start(struct mc_call *op, const char *key, size_t klen, int timeout_ms)
 {
 	struct timeval tv = { timeout_ms / 1000, (timeout_ms % 1000) * 1000 };
+	struct ssl_st *tls;		/* memcached peers are plain */
 	int err = 0;
 	bool ok;
 
@@ -229,7 +230,7 @@ op_start(struct mc_call *op, const char *key, size_t klen, int timeout_ms)
 		return false;
 	/* Checked: a set or delete cannot be sent twice, a get that failed
 	 * on a stale connection would count against a healthy node. */
-	op->fd = upstream_pool_get(op->u, op->peer, true);
+	op->fd = upstream_pool_get(op->u, op->peer, true, &tls);
 	op->reused = op->fd != -1;
 	if (op->fd == -1) {
 		op->fd = upstream_connect(op->peer, &err);

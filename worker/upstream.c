@@ -7,6 +7,13 @@
  * before the pool's is removed, and gives it back the same way round:
  * libevent then counts two readers of one fd for a moment and never tells
  * the kernel, so taking and returning a connection costs no epoll_ctl().
+ *
+ * A peer over TLS ("https://") gets a client session on its socket once
+ * connected: SNI and the name its certificate must carry are tls_name, or
+ * else its address (checked as an IP address, and no SNI, which takes
+ * names only: RFC 6066 3).  The session rides in the pool with its fd,
+ * and the peer keeps the last session (or ticket) it gave, so the next
+ * new connection resumes (nginx's proxy_ssl_session_reuse).
  */
 #include <errno.h>
 #include <netinet/in.h>
@@ -18,13 +25,19 @@
 #include <unistd.h>
 #include <event2/event.h>
 #include <event2/event_struct.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
 
 #include "master/config.h"
 #include "master/log.h"
+#include "master/master.h"
+#include "master/tls_client.h"
 #include "shm/stats.h"
 #include "worker/conn.h"
 #include "worker/mc_ring.h"
 #include "worker/status.h"
+#include "worker/tls.h"
 #include "worker/upstream.h"
 
 struct upstream_peer {
@@ -33,10 +46,12 @@ struct upstream_peer {
 	unsigned fails;
 	uint64_t first_fail_ms;
 	uint64_t down_until_ms;
+	SSL_SESSION *session;		/* TLS: the last one it gave */
 };
 
 struct idle {
 	int fd;
+	SSL *ssl;			/* TLS: its session, or NULL */
 	struct upstream_peer *peer;
 	struct upstream *u;
 	struct event ev;		/* the peer closed it, or spoke */
@@ -53,6 +68,7 @@ struct upstream {
 	struct idle *taken;		/* still watched: upstream_pool_taken() */
 	struct mc_ring *ring;		/* hash = ketama: of the peers up */
 	bool *ring_live;		/* which peers the ring has */
+	SSL_CTX *tls;			/* its peers' over TLS, or NULL */
 };
 
 static struct upstream *ups;
@@ -62,6 +78,8 @@ static void
 idle_close(struct idle *s)
 {
 	event_del(&s->ev);
+	upstream_tls_close(s->ssl, true);
+	s->ssl = NULL;
 	close(s->fd);
 	s->fd = -1;
 }
@@ -75,6 +93,9 @@ groups_free(struct upstream *u, size_t n)
 		upstream_pool_taken(&u[i]);
 		while (u[i].nidle > 0)
 			idle_close(u[i].pool[--u[i].nidle]);
+		for (size_t j = 0; u[i].peers != NULL &&
+		    j < u[i].cf->npeers; j++)
+			SSL_SESSION_free(u[i].peers[j].session);
 		free(u[i].peers);
 		free(u[i].slots);
 		free(u[i].pool);
@@ -83,6 +104,23 @@ groups_free(struct upstream *u, size_t n)
 		free(u[i].ring_live);
 	}
 	free(u);
+}
+
+/*
+ * A new session (or TLS 1.3 ticket) from a peer, which may come after
+ * the handshake, while a response is read: the peer keeps it for its
+ * next connection.  Returning 1 keeps OpenSSL's reference.
+ */
+static int
+session_keep(SSL *ssl, SSL_SESSION *sess)
+{
+	struct upstream_peer *p = SSL_get_app_data(ssl);
+
+	if (p == NULL)
+		return 0;
+	SSL_SESSION_free(p->session);
+	p->session = sess;
+	return 1;
 }
 
 bool
@@ -112,6 +150,10 @@ upstream_init(void)
 		}
 		for (j = 0; j < u->cf->npeers; j++)
 			u->peers[j].cf = &u->cf->peers[j];
+		u->tls = worker.rt != NULL ?
+		    tls_client_ctx(worker.rt->tls_up, i) : NULL;
+		if (u->tls != NULL && u->cf->tls_session_reuse)
+			SSL_CTX_sess_set_new_cb(u->tls, session_keep);
 		for (j = 0; j < n; j++)
 			u->spare[u->nspare++] = &u->slots[j];
 	}
@@ -307,7 +349,8 @@ upstream_pool_taken(struct upstream *u)
 }
 
 int
-upstream_pool_get(struct upstream *u, struct upstream_peer *p, bool check)
+upstream_pool_get(struct upstream *u, struct upstream_peer *p, bool check,
+    SSL **ssl)
 {
 	struct idle *s;
 	unsigned i;
@@ -319,6 +362,8 @@ upstream_pool_get(struct upstream *u, struct upstream_peer *p, bool check)
 		s = pool_remove(u, i);
 		if (!check || idle_alive(s->fd)) {
 			u->taken = s;
+			*ssl = s->ssl;
+			s->ssl = NULL;
 			return s->fd;
 		}
 		idle_close(s);
@@ -327,7 +372,8 @@ upstream_pool_get(struct upstream *u, struct upstream_peer *p, bool check)
 }
 
 bool
-upstream_pool_put(struct upstream *u, struct upstream_peer *p, int fd)
+upstream_pool_put(struct upstream *u, struct upstream_peer *p, int fd,
+    SSL *ssl)
 {
 	struct idle *s;
 
@@ -338,6 +384,7 @@ upstream_pool_put(struct upstream *u, struct upstream_peer *p, int fd)
 		idle_close(pool_remove(u, 0));	/* the least recently used */
 	s = u->spare[--u->nspare];
 	s->fd = fd;
+	s->ssl = ssl;
 	s->peer = p;
 	s->u = u;
 	event_assign(&s->ev, worker.base, fd, EV_READ | EV_PERSIST, idle_cb,
@@ -368,6 +415,123 @@ upstream_connect(const struct upstream_peer *p, int *err)
 	    -1 && errno != EINPROGRESS)
 		*err = errno;
 	return fd;
+}
+
+/* TLS ----------------------------------------------------------------- */
+
+bool
+upstream_peer_tls(const struct upstream *u, const struct upstream_peer *p)
+{
+	return u->tls != NULL && p->cf->tls;
+}
+
+/* The peer's address without its port, for an IP address check. */
+static const char *
+peer_ip(const struct config_peer *cf, char *buf, size_t len)
+{
+	const char *t = cf->text, *end = strrchr(t, ':');
+	size_t n;
+
+	if (cf->addr.ss_family == AF_UNIX || end == NULL)
+		return NULL;
+	if (t[0] == '[') {
+		t++;
+		end--;			/* "]:port" */
+	}
+	n = (size_t)(end - t);
+	if (n >= len)
+		return NULL;
+	memcpy(buf, t, n);
+	buf[n] = '\0';
+	return buf;
+}
+
+SSL *
+upstream_tls_new(struct upstream *u, struct upstream_peer *p, int fd)
+{
+	const char *name = u->cf->tls_name;
+	char ip[64];
+	SSL *ssl;
+	int ok;
+
+	ERR_clear_error();
+	if ((ssl = SSL_new(u->tls)) == NULL || SSL_set_fd(ssl, fd) != 1)
+		goto failed;
+	SSL_set_connect_state(ssl);
+	SSL_set_app_data(ssl, p);
+	if (name != NULL) {
+		/* SNI, and the name the certificate must have. */
+		ok = SSL_set_tlsext_host_name(ssl, name) == 1 &&
+		    SSL_set1_host(ssl, name) == 1;
+	} else {
+		/* No name: the certificate must carry the address. */
+		ok = peer_ip(p->cf, ip, sizeof(ip)) != NULL &&
+		    X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), ip) ==
+		    1;
+		if (!ok && !u->cf->tls_verify)
+			ok = true;
+	}
+	if (!ok)
+		goto failed;
+	if (p->session != NULL && u->cf->tls_session_reuse)
+		SSL_set_session(ssl, p->session);
+	return ssl;
+
+failed:
+	log_error("upstream %s: cannot make a TLS session: %s", p->cf->text,
+	    ERR_reason_error_string(ERR_peek_last_error()) ?
+	    ERR_reason_error_string(ERR_peek_last_error()) : "?");
+	ERR_clear_error();
+	SSL_free(ssl);
+	return NULL;
+}
+
+int
+upstream_tls_handshake(SSL *ssl, char *why, size_t len)
+{
+	unsigned long e;
+	long v;
+	int rc, err;
+
+	ERR_clear_error();
+	errno = 0;
+	rc = SSL_do_handshake(ssl);
+	if (rc == 1)
+		return 0;
+	err = SSL_get_error(ssl, rc);
+	if (err == SSL_ERROR_WANT_READ)
+		return TLS_WANT_READ;
+	if (err == SSL_ERROR_WANT_WRITE)
+		return TLS_WANT_WRITE;
+	if ((v = SSL_get_verify_result(ssl)) != X509_V_OK)
+		snprintf(why, len, "certificate verify failed: %s",
+		    X509_verify_cert_error_string(v));
+	else if ((e = ERR_peek_last_error()) != 0)
+		snprintf(why, len, "%s", ERR_reason_error_string(e) ?
+		    ERR_reason_error_string(e) : "TLS error");
+	else if (err == SSL_ERROR_SYSCALL && errno != 0)
+		snprintf(why, len, "%s", strerror(errno));
+	else
+		snprintf(why, len, "connection closed");
+	ERR_clear_error();
+	return TLS_FAILED;
+}
+
+/*
+ * Without a shutdown OpenSSL takes the session for a bad one and makes it
+ * unresumable, also when the peer keeps it: an exchange that failed
+ * after the handshake says nothing against the session (nginx does the
+ * same with a quiet shutdown).
+ */
+void
+upstream_tls_close(SSL *ssl, bool clean)
+{
+	if (ssl == NULL)
+		return;
+	if (clean)
+		tls_shutdown(ssl);
+	SSL_set_shutdown(ssl, SSL_SENT_SHUTDOWN | SSL_RECEIVED_SHUTDOWN);
+	tls_free(ssl);
 }
 
 void

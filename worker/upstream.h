@@ -28,6 +28,7 @@
 
 struct config_upstream;
 struct http_response;
+struct ssl_st;
 struct upstream_proto;
 struct upstream_request;
 struct upstream;		/* one group */
@@ -78,10 +79,11 @@ void upstream_peer_ok(struct upstream_peer *p);
  * not closed (a MSG_PEEK; connections found closed are dropped): for a
  * request that cannot be retried.  The pool still watches the fd: watch
  * it for reading yourself, then call upstream_pool_taken(), so that the
- * kernel's epoll set is not touched.
+ * kernel's epoll set is not touched.  *ssl gets its TLS session (NULL:
+ * plain).
  */
 int upstream_pool_get(struct upstream *u, struct upstream_peer *p,
-    bool check);
+    bool check, struct ssl_st **ssl);
 
 /* The pool stops watching the fd upstream_pool_get() returned last. */
 void upstream_pool_taken(struct upstream *u);
@@ -92,7 +94,8 @@ void upstream_pool_taken(struct upstream *u);
  * the group keeps no idle connections.  Call it while still watching fd
  * for reading, and stop watching after.
  */
-bool upstream_pool_put(struct upstream *u, struct upstream_peer *p, int fd);
+bool upstream_pool_put(struct upstream *u, struct upstream_peer *p, int fd,
+    struct ssl_st *ssl);
 
 /*
  * A non-blocking socket to p with connect() started, or -1 (errno set)
@@ -101,6 +104,28 @@ bool upstream_pool_put(struct upstream *u, struct upstream_peer *p, int fd);
  * reads SO_ERROR, so both failures are reported the same way.
  */
 int upstream_connect(const struct upstream_peer *p, int *err);
+
+/* Whether exchanges with p go over TLS ("https://", tls = on). */
+bool upstream_peer_tls(const struct upstream *u,
+    const struct upstream_peer *p);
+
+/*
+ * A client session on fd, connected to p: SNI, the name or address its
+ * certificate is checked against, and p's last session to resume.  NULL
+ * (logged) on failure.
+ */
+struct ssl_st *upstream_tls_new(struct upstream *u, struct upstream_peer *p,
+    int fd);
+
+/*
+ * Drives the handshake: 0 when done, TLS_WANT_READ / TLS_WANT_WRITE
+ * (worker/tls.h), or TLS_FAILED with why (a certificate that does not
+ * verify, ...).
+ */
+int upstream_tls_handshake(struct ssl_st *ssl, char *why, size_t len);
+
+/* Frees a session (NULL: nothing), with close_notify when clean. */
+void upstream_tls_close(struct ssl_st *ssl, bool clean);
 
 /* Closes every pooled connection and frees the groups; at exit. */
 void upstream_free_all(void);

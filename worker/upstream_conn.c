@@ -14,6 +14,12 @@
  *
  * Reuse: a connection goes back to the pool only when the module says so,
  * the whole request went out, and no byte came after the response.
+ *
+ * Over TLS the connection gets a session once connected, and the
+ * handshake runs under connect_timeout (as nginx's proxy_connect_timeout
+ * covers it).  Bytes go through the session (worker/tls.h); what OpenSSL
+ * has decrypted already never makes the socket readable again, so after
+ * each read the rest is asked for at once (uc_more).
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -30,6 +36,7 @@
 #include "worker/conn.h"
 #include "worker/http_response.h"
 #include "shm/stats.h"
+#include "worker/tls.h"
 #include "worker/upstream.h"
 #include "worker/upstream_proto.h"
 
@@ -42,6 +49,7 @@
 
 enum uc_state {
 	UC_CONNECT,			/* connect() under way */
+	UC_HANDSHAKE,			/* TLS handshake under way */
 	UC_HEAD,			/* waiting for the response head */
 	UC_HEADED,			/* head handed over, body not begun */
 	UC_BODY,			/* relaying the body */
@@ -59,6 +67,7 @@ struct upstream_conn {
 	uint64_t open_us, connect_us;	/* when it began, and its connect */
 	int64_t connect_time_us;	/* -1: a pooled connection */
 	int fd;
+	struct ssl_st *ssl;		/* TLS to the peer, or NULL */
 	enum uc_state state;
 	int cerr;			/* connect() failed at once */
 
@@ -192,15 +201,23 @@ uc_detach(struct upstream_conn *uc, bool reuse)
 {
 	if (uc->fd == -1)
 		return;
+	/* Bytes OpenSSL holds past the response: not for the next one. */
+	if (reuse && uc->ssl != NULL && tls_pending(uc->ssl))
+		reuse = false;
 	if (reuse) {
 		upstream_peer_ok(uc->peer);
 		event_add(&uc->rev, NULL);
-		reuse = upstream_pool_put(uc->up, uc->peer, uc->fd);
+		reuse = upstream_pool_put(uc->up, uc->peer, uc->fd, uc->ssl);
 	}
 	event_del(&uc->rev);
 	event_del(&uc->wev);
-	if (!reuse)
+	if (!reuse) {
+		/* close_notify only after a clean end of the exchange. */
+		upstream_tls_close(uc->ssl, uc->state == UC_DONE ||
+		    uc->state == UC_HEADED);
 		close(uc->fd);
+	}
+	uc->ssl = NULL;
 	uc->fd = -1;
 }
 
@@ -301,8 +318,8 @@ uc_want_write(struct upstream_conn *uc)
 	const struct config_upstream *cf = upstream_config(uc->up);
 	struct timeval tv;
 
-	ms_tv(&tv, uc->state == UC_CONNECT ? cf->connect_timeout_ms :
-	    cf->send_timeout_ms);
+	ms_tv(&tv, uc->state == UC_CONNECT || uc->state == UC_HANDSHAKE ?
+	    cf->connect_timeout_ms : cf->send_timeout_ms);
 	event_add(&uc->wev, &tv);
 }
 
@@ -313,10 +330,60 @@ uc_want_read(struct upstream_conn *uc)
 	struct timeval tv;
 	bool sent = uc->body_done && uc->wpos == uc->w.len;
 
-	if (uc->paused || uc->state == UC_CONNECT || uc->fd == -1)
+	if (uc->paused || uc->state == UC_CONNECT ||
+	    uc->state == UC_HANDSHAKE || uc->fd == -1)
 		return;
 	ms_tv(&tv, upstream_config(uc->up)->read_timeout_ms);
 	event_add(&uc->rev, sent ? &tv : NULL);
+}
+
+/* Bytes to the peer: the socket's, or through the TLS session. */
+static ssize_t
+uc_send(struct upstream_conn *uc, const char *p, size_t len)
+{
+	ssize_t n;
+
+	if (uc->ssl == NULL)
+		return send(uc->fd, p, len, MSG_NOSIGNAL);
+	n = tls_send(uc->ssl, p, len, upstream_peer_name(uc->peer));
+	if (n == TLS_WANT_READ || n == TLS_WANT_WRITE) {
+		errno = EAGAIN;
+		return -1;
+	}
+	if (n < 0 && errno == 0)
+		errno = EPROTO;
+	return n;
+}
+
+/* Bytes from the peer; 0 at its end, -1 with errno (EAGAIN: later). */
+static ssize_t
+uc_recv(struct upstream_conn *uc, char *p, size_t len)
+{
+	ssize_t n;
+
+	if (uc->ssl == NULL)
+		return recv(uc->fd, p, len, 0);
+	n = tls_recv(uc->ssl, p, len, upstream_peer_name(uc->peer));
+	if (n == TLS_WANT_READ || n == TLS_WANT_WRITE) {
+		errno = EAGAIN;
+		return -1;
+	}
+	if (n < 0 && errno == 0)
+		errno = EPROTO;
+	return n;
+}
+
+/*
+ * Decrypted bytes wait inside the session: read them now, as the socket
+ * will not say so.  Only while the exchange reads.
+ */
+static void
+uc_more(struct upstream_conn *uc)
+{
+	if (uc->ssl != NULL && uc->fd != -1 && !uc->paused &&
+	    uc->state >= UC_HEAD && uc->state < UC_DONE &&
+	    tls_pending(uc->ssl))
+		event_active(&uc->rev, EV_READ, 0);
 }
 
 /* Connecting ---------------------------------------------------------- */
@@ -348,7 +415,7 @@ uc_connect(struct upstream_conn *uc)
 static void
 uc_write_now(struct upstream_conn *uc)
 {
-	ssize_t n = send(uc->fd, uc->w.p, uc->w.len, MSG_NOSIGNAL);
+	ssize_t n = uc_send(uc, uc->w.p, uc->w.len);
 
 	if (n > 0)
 		uc->wpos = (size_t)n;
@@ -363,7 +430,8 @@ static bool
 uc_begin(struct upstream_conn *uc)
 {
 	/* A request that cannot be retried wants a connection checked. */
-	uc->fd = upstream_pool_get(uc->up, uc->peer, !uc->idempotent);
+	uc->fd = upstream_pool_get(uc->up, uc->peer, !uc->idempotent,
+	    &uc->ssl);
 	if (uc->fd == -1)
 		return uc_connect(uc);
 	uc->reused = true;
@@ -428,6 +496,7 @@ upstream_conn_open(struct upstream *u, const struct upstream_proto *proto,
 	uc->connect_time_us = -1;
 	upstream_peer_stats(u, uc->peer)->v[STAT_peer_requests]++;
 	uc->fd = -1;
+	uc->ssl = NULL;
 	uc->state = UC_CONNECT;
 	uc->idempotent = rq->idempotent;
 	uc->has_body = r->content_length > 0 || r->chunked;
@@ -504,6 +573,47 @@ uc_move(struct upstream_conn *uc, int err)
 	return true;
 }
 
+/* Connected (and the handshake done): the request goes out. */
+static void
+uc_ready(struct upstream_conn *uc)
+{
+	uc->connect_time_us = (int64_t)(worker.now_us - uc->connect_us);
+	stats_hist_add(&upstream_peer_stats(uc->up, uc->peer)->connect,
+	    (uint64_t)uc->connect_time_us);
+	uc->state = UC_HEAD;
+	uc_want_read(uc);
+	uc_want_write(uc);
+}
+
+/* One step of the TLS handshake, from either event. */
+static void
+uc_handshake(struct upstream_conn *uc)
+{
+	const struct config_upstream *cf = upstream_config(uc->up);
+	struct timeval tv;
+	char why[256];
+	int rc = upstream_tls_handshake(uc->ssl, why, sizeof(why));
+
+	if (rc == 0) {
+		event_del(&uc->rev);
+		uc_ready(uc);
+		return;
+	}
+	if (rc == TLS_FAILED) {
+		uc_fail(uc, 502, true, "TLS handshake: %s", why);
+		return;
+	}
+	/* One event at a time, under what is left of connect_timeout. */
+	ms_tv(&tv, cf->connect_timeout_ms);
+	if (rc == TLS_WANT_READ) {
+		event_del(&uc->wev);
+		event_add(&uc->rev, &tv);
+	} else {
+		event_del(&uc->rev);
+		event_add(&uc->wev, &tv);
+	}
+}
+
 static void
 uc_connected(struct upstream_conn *uc)
 {
@@ -518,12 +628,17 @@ uc_connected(struct upstream_conn *uc)
 			uc_fail(uc, 502, true, "connect: %s", strerror(err));
 		return;
 	}
-	uc->connect_time_us = (int64_t)(worker.now_us - uc->connect_us);
-	stats_hist_add(&upstream_peer_stats(uc->up, uc->peer)->connect,
-	    (uint64_t)uc->connect_time_us);
-	uc->state = UC_HEAD;
-	uc_want_read(uc);
-	uc_want_write(uc);
+	if (upstream_peer_tls(uc->up, uc->peer)) {
+		if ((uc->ssl = upstream_tls_new(uc->up, uc->peer, uc->fd)) ==
+		    NULL) {
+			uc_fail(uc, 502, false, "no TLS session");
+			return;
+		}
+		uc->state = UC_HANDSHAKE;
+		uc_handshake(uc);
+		return;
+	}
+	uc_ready(uc);
 }
 
 /* The request --------------------------------------------------------- */
@@ -545,7 +660,8 @@ upstream_conn_body(struct upstream_conn *uc, const char *p, size_t len,
 		uc->write_shut = true;
 	}
 	uc->body_done = last;
-	if (uc->state != UC_CONNECT && uc->wpos < uc->w.len)
+	if (uc->state != UC_CONNECT && uc->state != UC_HANDSHAKE &&
+	    uc->wpos < uc->w.len)
 		uc_want_write(uc);
 }
 
@@ -567,6 +683,8 @@ write_cb(evutil_socket_t fd, short what, void *arg)
 	if (what & EV_TIMEOUT) {
 		if (uc->state == UC_CONNECT)
 			uc_fail(uc, 504, true, "connect timed out");
+		else if (uc->state == UC_HANDSHAKE)
+			uc_fail(uc, 504, true, "TLS handshake timed out");
 		else
 			uc_fail(uc, 504, false, "timed out sending the "
 			    "request");
@@ -576,9 +694,12 @@ write_cb(evutil_socket_t fd, short what, void *arg)
 		uc_connected(uc);
 		return;
 	}
+	if (uc->state == UC_HANDSHAKE) {
+		uc_handshake(uc);
+		return;
+	}
 	if (uc->wpos < uc->w.len && !uc->write_shut) {
-		n = send(uc->fd, uc->w.p + uc->wpos, uc->w.len - uc->wpos,
-		    MSG_NOSIGNAL);
+		n = uc_send(uc, uc->w.p + uc->wpos, uc->w.len - uc->wpos);
 		if (n < 0 && (errno == EAGAIN || errno == EINTR))
 			return;
 		if (n < 0) {
@@ -625,6 +746,7 @@ upstream_conn_resume(struct upstream_conn *uc)
 		return;
 	uc->paused = false;
 	uc_want_read(uc);
+	uc_more(uc);
 }
 
 /* Whether the connection may carry the next exchange. */
@@ -657,8 +779,8 @@ uc_relay(struct upstream_conn *uc, size_t n)
 	if (len < n)
 		log_warn("upstream %s sent %zu bytes after the response; "
 		    "closing it", upstream_peer_name(uc->peer), n - len);
+	uc->state = UC_DONE;		/* first: a clean end for the session */
 	uc_detach(uc, len == n && uc_reusable(uc));
-	uc->state = UC_DONE;
 	uc->h->body(uc->arg, uc->rbuf, out, true);
 	return false;
 }
@@ -748,8 +870,8 @@ uc_eof(struct upstream_conn *uc, int err)
 	/* A reset ends nothing cleanly, even a body read until close:
 	 * what came may be cut short, so it is never stored. */
 	if (err == 0 && uc->proto->response_eof(uc->ctx) == HTTP_OK) {
-		uc_detach(uc, false);
 		uc->state = UC_DONE;
+		uc_detach(uc, false);
 		uc->h->body(uc->arg, uc->rbuf, 0, true);
 		return;
 	}
@@ -766,10 +888,16 @@ read_cb(evutil_socket_t fd, short what, void *arg)
 
 	worker_update_time();
 	if (what & EV_TIMEOUT) {
-		uc_fail(uc, 504, uc->state != UC_BODY, "read timed out");
+		uc_fail(uc, 504, uc->state != UC_BODY,
+		    uc->state == UC_HANDSHAKE ? "TLS handshake timed out" :
+		    "read timed out");
 		return;
 	}
-	n = recv(uc->fd, uc->rbuf + uc->rlen, uc->rsize - uc->rlen, 0);
+	if (uc->state == UC_HANDSHAKE) {
+		uc_handshake(uc);
+		return;
+	}
+	n = uc_recv(uc, uc->rbuf + uc->rlen, uc->rsize - uc->rlen);
 	if (n < 0 && (errno == EAGAIN || errno == EINTR))
 		return;
 	if (n <= 0) {
@@ -779,12 +907,14 @@ read_cb(evutil_socket_t fd, short what, void *arg)
 	uc->got_bytes = true;
 	uc->rlen += (size_t)n;
 	if (uc->state != UC_BODY) {
-		uc_head(uc);
+		if (uc_head(uc))
+			uc_more(uc);
 		return;
 	}
 	n = (ssize_t)uc->rlen;
 	uc->rlen = 0;
-	uc_relay(uc, (size_t)n);
+	if (uc_relay(uc, (size_t)n))
+		uc_more(uc);
 }
 
 /* The end ------------------------------------------------------------- */

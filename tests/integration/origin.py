@@ -5,7 +5,9 @@ A real HTTP/1.1 origin server for proxy tests and benchmarks (stdlib only).
   python3 origin.py PORT [HOST]
 
 Origin(unix=PATH) listens on a unix socket instead (addr is then
-"unix:PATH", as corral's config writes it).
+"unix:PATH", as corral's config writes it).  Origin(tls=CONTEXT) speaks
+TLS with that ssl.SSLContext (server side); it records the names clients
+sent in SNI (sni), its handshakes and how many resumed a session.
 
 Keep-alive, request bodies with Content-Length or chunked.  It counts
 connections accepted and requests per path, and records the headers of
@@ -66,9 +68,24 @@ class _Handler(socketserver.BaseRequestHandler):
             self.request.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY,
                                     1)
         self.request.settimeout(30)
-        with self.server.origin.lock:
-            self.server.origin.connections += 1
-            self.server.origin.socks.add(self.request)
+        o = self.server.origin
+        with o.lock:
+            o.connections += 1
+        self.tls_failed = False
+        if o.tls is not None:
+            try:
+                self.request = o.tls.wrap_socket(self.request,
+                                                 server_side=True)
+            except (OSError, ValueError):
+                self.tls_failed = True	# the client refused us, say
+                with o.lock:
+                    o.tls_failures += 1
+                return
+            with o.lock:
+                o.handshakes += 1
+                o.resumed += self.request.session_reused
+        with o.lock:
+            o.socks.add(self.request)
 
     def finish(self):
         with self.server.origin.lock:
@@ -118,6 +135,8 @@ class _Handler(socketserver.BaseRequestHandler):
         return method, target, version, headers, h, data
 
     def handle(self):
+        if self.tls_failed:
+            return
         try:
             while True:
                 req = self._request()
@@ -262,8 +281,17 @@ class Origin:
     served from a thread.
     """
 
-    def __init__(self, port=0, host='127.0.0.1', name='origin', unix=None):
+    def __init__(self, port=0, host='127.0.0.1', name='origin', unix=None,
+                 tls=None):
         self.name = name
+        self.tls = tls
+        self.sni = []
+        self.handshakes = self.resumed = self.tls_failures = 0
+        if tls is not None:
+            def sni(sock, name, ctx):
+                with self.lock:
+                    self.sni.append(name)
+            tls.sni_callback = sni
         self.lock = threading.Lock()
         self.connections = 0
         self.dropped = 0	# requests dropped by /drop-reused

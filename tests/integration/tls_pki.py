@@ -70,15 +70,19 @@ class PKI:
             f.write('1000\n')
 
     def leaf(self, name, names=(), kind='ec', start=None, end=None,
-             key=None):
-        """(cert, key) paths for name (and names); dates as YYMMDDhhmmssZ."""
+             key=None, ips=()):
+        """
+        (cert, key) paths for name (and names, and IP addresses ips);
+        dates as YYMMDDhhmmssZ.
+        """
         base = os.path.join(self.dir, '%s-%s-%s' % (name, kind,
                                                      start or 'now'))
         key = key or base + '.key'
         if not os.path.exists(key):
             new_key(key, kind, self.dir)
         csr, crt = base + '.csr', base + '.crt'
-        san = ','.join('DNS:' + n for n in (name,) + tuple(names))
+        san = ','.join(['DNS:' + n for n in (name,) + tuple(names)] +
+                       ['IP:' + a for a in ips])
         openssl('req', '-new', '-key', key, '-out', csr, '-subj',
                 '/CN=' + name, '-addext', 'subjectAltName=' + san,
                 cwd=self.dir)

@@ -28,6 +28,7 @@
 static struct config cf;
 static struct config_upstream ucf;
 static struct config_peer peers[4];
+static struct ssl_st *tls;		/* a pooled connection's session */
 
 /* A group "app" of n peers with these weights. */
 static struct upstream *
@@ -199,21 +200,21 @@ Test(upstream, pool_is_per_peer_newest_first)
 	pair(x);
 	pair(y);
 	pair(z);
-	upstream_pool_put(u, a, x[0]);
-	upstream_pool_put(u, b, y[0]);
-	upstream_pool_put(u, a, z[0]);
-	cr_expect_eq(upstream_pool_get(u, a, false), z[0]);
-	cr_expect_eq(upstream_pool_get(u, a, false), x[0]);
-	cr_expect_eq(upstream_pool_get(u, a, false), -1);
-	cr_expect_eq(upstream_pool_get(u, b, false), y[0]);
-	cr_expect_eq(upstream_pool_get(u, b, false), -1);
+	upstream_pool_put(u, a, x[0], NULL);
+	upstream_pool_put(u, b, y[0], NULL);
+	upstream_pool_put(u, a, z[0], NULL);
+	cr_expect_eq(upstream_pool_get(u, a, false, &tls), z[0]);
+	cr_expect_eq(upstream_pool_get(u, a, false, &tls), x[0]);
+	cr_expect_eq(upstream_pool_get(u, a, false, &tls), -1);
+	cr_expect_eq(upstream_pool_get(u, b, false, &tls), y[0]);
+	cr_expect_eq(upstream_pool_get(u, b, false, &tls), -1);
 }
 
 /* Takes the pool's connection to p, which must be want. */
 static void
 take(struct upstream *u, struct upstream_peer *p, bool check, int want)
 {
-	cr_expect_eq(upstream_pool_get(u, p, check), want);
+	cr_expect_eq(upstream_pool_get(u, p, check, &tls), want);
 	upstream_pool_taken(u);
 }
 
@@ -226,13 +227,13 @@ Test(upstream, pool_checks_what_the_peer_closed)
 
 	pair(x);
 	pair(y);
-	cr_assert(upstream_pool_put(u, a, x[0]));
-	cr_assert(upstream_pool_put(u, a, y[0]));
+	cr_assert(upstream_pool_put(u, a, x[0], NULL));
+	cr_assert(upstream_pool_put(u, a, y[0], NULL));
 	close(y[1]);				/* the newest one died */
 	take(u, a, true, x[0]);
 	take(u, a, true, -1);
 	/* A peer that sent bytes while idle is not to be trusted either. */
-	cr_assert(upstream_pool_put(u, a, x[0]));
+	cr_assert(upstream_pool_put(u, a, x[0], NULL));
 	cr_assert_eq(write(x[1], "H", 1), 1);
 	take(u, a, true, -1);
 	cr_expect(closed_by_pool(x[1]));
@@ -248,9 +249,9 @@ Test(upstream, idle_connections_closed_by_the_peer_leave_the_pool)
 	pair(x);
 	pair(y);
 	pair(z);
-	cr_assert(upstream_pool_put(u, a, x[0]));
-	cr_assert(upstream_pool_put(u, a, y[0]));
-	cr_assert(upstream_pool_put(u, a, z[0]));
+	cr_assert(upstream_pool_put(u, a, x[0], NULL));
+	cr_assert(upstream_pool_put(u, a, y[0], NULL));
+	cr_assert(upstream_pool_put(u, a, z[0], NULL));
 	close(y[1]);
 	cr_assert_eq(write(z[1], "H", 1), 1);	/* unasked bytes */
 	/* The loop sees both, without anyone asking the pool. */
@@ -270,12 +271,12 @@ Test(upstream, full_pool_closes_the_least_recently_used)
 	pair(x);
 	pair(y);
 	pair(z);
-	upstream_pool_put(u, a, x[0]);
-	upstream_pool_put(u, a, y[0]);
-	upstream_pool_put(u, a, z[0]);
+	upstream_pool_put(u, a, x[0], NULL);
+	upstream_pool_put(u, a, y[0], NULL);
+	upstream_pool_put(u, a, z[0], NULL);
 	cr_expect(closed_by_pool(x[1]));
-	cr_expect_eq(upstream_pool_get(u, a, false), z[0]);
-	cr_expect_eq(upstream_pool_get(u, a, false), y[0]);
+	cr_expect_eq(upstream_pool_get(u, a, false, &tls), z[0]);
+	cr_expect_eq(upstream_pool_get(u, a, false, &tls), y[0]);
 }
 
 Test(upstream, keepalive_0_keeps_nothing)
@@ -286,8 +287,8 @@ Test(upstream, keepalive_0_keeps_nothing)
 	int x[2];
 
 	pair(x);
-	cr_expect_not(upstream_pool_put(u, a, x[0]));
-	cr_expect_eq(upstream_pool_get(u, a, false), -1);
+	cr_expect_not(upstream_pool_put(u, a, x[0], NULL));
+	cr_expect_eq(upstream_pool_get(u, a, false, &tls), -1);
 }
 
 /* Peer 0 becomes unix:path. */
