@@ -367,6 +367,17 @@ class Status(CorralTestCase):
         self.assertIn('access forbidden by rule', c2.log())
         self.assertNotIn('status page not allowed', c2.log())
 
+    def test_server_rules_protect_the_status_location(self):
+        # The server's allow/deny are the location's when it has none:
+        # they decide for the status views too, not status_allow.
+        c3 = self.start_status({'status_allow': ['10.1.2.3']}, workers=1,
+                               server={'allow': ['127.0.0.1'],
+                                       'deny': ['all']})
+        self.assertEqual(c3.get('/status?auto').status, 200)
+        c4 = self.start_status(workers=1, server={'deny': ['127.0.0.1']})
+        self.assertEqual(c4.get('/status').status, 403)
+        self.assertEqual(c4.get('/a.txt').status, 403)
+
     def test_outside_views(self):
         c = self.start_status()
         self.probe_accepted(c)
