@@ -504,6 +504,75 @@ class TLSCertificateTest(TLSTestCase):
             return self.serial_of(t)
 
 
+class TLSSiteTest(TLSTestCase):
+    """TLS on a server's own listen (site configuration), with SNI."""
+
+    def start_site(self, plain=None):
+        crt, key = pki.leaf('localhost', ('b.test',))
+        ccrt, ckey = pki.leaf('c.test')
+        tport = free_port()
+        tls_listen = ['127.0.0.1:%d tls' % tport]
+        c = self.make(server=dict(plain or {}), vhosts=[
+            {'names': ['localhost', 'b.test'], 'listen': tls_listen,
+             'root': 'secure', 'tls_certificate': crt,
+             'tls_certificate_key': key},
+            {'names': ['c.test'], 'listen': tls_listen, 'root': 'c',
+             'tls_certificate': ccrt, 'tls_certificate_key': ckey}])
+        c.tls_port = tport
+        c.write('page.txt', 'plain\n')
+        c.write('page.txt', 'secure\n', root=c.docroot('secure'))
+        c.write('page.txt', 'c\n', root=c.docroot('c'))
+        out = c.check_config()
+        self.assertEqual(out.returncode, 0, out.stderr)
+        c.start()
+        self.assertTrue(wait_until(lambda: self.accepts(tport), 5))
+        return c
+
+    def accepts(self, port):
+        try:
+            socket.create_connection(('127.0.0.1', port), timeout=1).close()
+            return True
+        except OSError:
+            return False
+
+    def test_tls_on_a_servers_own_listen(self):
+        c = self.start_site()
+        self.assertEqual(c.get('/page.txt').body, b'plain\n')
+        ctx = self.client_ctx()
+        for name, want in (('localhost', b'secure\n'), ('b.test',
+                           b'secure\n'), ('c.test', b'c\n')):
+            # Verified for name: SNI picked that server's certificate.
+            with TLSConn(c.tls_port, ctx, name) as t:
+                t.send(build_request('/page.txt', host=name))
+                r = t.read_response()
+                self.assertEqual((r.status, r.body), (200, want), name)
+        # Plain HTTP to that TLS address: a plain 400, as on a global one.
+        with Conn(c.tls_port) as s:
+            s.send(build_request('/page.txt'))
+            self.assertEqual(s.read_response().status, 400)
+
+    def test_one_line_redirect_to_https(self):
+        curl = need_tool('curl')
+        c = self.start_site(
+            plain={'return': Raw(quote('301 https://$host$request_uri'))})
+        cmd = [curl, '-sS', '--max-time', '20', '--cacert', pki.ca,
+               '--connect-to', 'localhost:443:127.0.0.1:%d' % c.tls_port]
+        url = 'http://localhost:%d/page.txt?x=1&y=2' % c.port
+        out = subprocess.run(cmd + ['-D', '-', '-o', '/dev/null', url],
+                             capture_output=True, text=True, timeout=30)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertRegex(out.stdout, r'^HTTP/1\.1 301 ')
+        self.assertIn('\nLocation: https://localhost/page.txt?x=1&y=2\n',
+                      out.stdout)
+        # Followed end to end: curl -L lands on the TLS server.
+        out = subprocess.run(cmd + ['-L', '-w', '\n%{num_redirects} '
+                                    '%{url_effective} %{scheme}', url],
+                             capture_output=True, text=True, timeout=30)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertEqual(out.stdout, 'secure\n\n1 https://localhost/'
+                         'page.txt?x=1&y=2 HTTPS')
+
+
 class TLSScanTest(TLSTestCase):
 
     def test_sslscan_finds_nothing_weak(self):
