@@ -547,6 +547,43 @@ Test(store, sweep_reclaims_expired)
 	store_destroy(s);
 }
 
+static bool
+starts_with_a(const void *key, size_t klen, void *arg)
+{
+	return klen >= strlen(arg) && memcmp(key, arg, strlen(arg)) == 0;
+}
+
+Test(store, delete_matching_by_prefix)
+{
+	struct store *s = mk(4 << 20, 4, 4096);
+	struct store_ref ref;
+	struct store_stats st;
+	char key[16];
+	int i;
+
+	for (i = 0; i < 300; i++) {
+		snprintf(key, sizeof(key), "%c/%d", i % 3 == 0 ? 'a' : 'b', i);
+		/* Expired ones go too: stale copies are served otherwise. */
+		cr_assert_eq(set_str(s, key, "v", i < 30 ? 5 : 0), STORE_OK);
+	}
+	fake_now += 5;
+	/* A key being filled is its filler's, not the purge's. */
+	cr_assert_eq(store_lookup(s, "a/fill", 6, &ref), STORE_LEASE);
+	cr_assert_eq(store_delete_matching(s, starts_with_a, "a/"), 100);
+	for (i = 0; i < 300; i++) {
+		snprintf(key, sizeof(key), "%c/%d", i % 3 == 0 ? 'a' : 'b', i);
+		cr_assert_eq(store_get(s, key, strlen(key), &ref),
+		    i % 3 == 0 || i < 30 ? STORE_MISS : STORE_HIT, "%s", key);
+		if (ref.data != NULL)
+			store_release(s, &ref);
+	}
+	cr_assert_eq(store_lookup(s, "a/fill", 6, &ref), STORE_WAIT);
+	cr_assert_eq(store_delete_matching(s, starts_with_a, "a/"), 0);
+	store_stats(s, &st);
+	cr_assert_eq(st.deletes, 100);
+	store_destroy(s);
+}
+
 Test(store, bad_options)
 {
 	struct store_options o = {
