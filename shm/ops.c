@@ -548,12 +548,14 @@ store_lease_release(struct store *s, const void *key, size_t klen)
 	return r;
 }
 
-/* One bucket of the sweep; returns the items looked at. */
+/*
+ * Calls fn on each linked item of one bucket (fn may unlink it); returns
+ * the items looked at.  A bad link ends the walk and is noted.
+ */
 static size_t
-do_sweep_bucket(struct store *s, unsigned si, uint64_t *bucket,
-    int64_t now, size_t *reclaimed)
+do_bucket_each(struct store *s, unsigned si, uint64_t *bucket,
+    void (*fn)(struct store *, unsigned, struct item *, void *), void *arg)
 {
-	struct stripe *st = stripe_at(s, si);
 	struct item *it;
 	uint64_t off = *bucket;
 	size_t n = 0, max = s->l.npages * PAGE / CHUNK_MIN;
@@ -565,19 +567,34 @@ do_sweep_bucket(struct store *s, unsigned si, uint64_t *bucket,
 			break;
 		}
 		off = it->hnext;	/* read before it may be unlinked */
-		if (item_leased(it) && it->lease_deadline <= now) {
-			CNT_ADD(st, lease_timeouts, 1);
-			if (do_lease_end(s, si, it))
-				continue;
-		}
-		if (!is_placeholder(it) && !item_leased(it) &&
-		    item_expired(it, now)) {
-			CNT_ADD(st, expirations, 1);
-			do_item_unlink(s, si, it);
-			(*reclaimed)++;
-		}
+		fn(s, si, it, arg);
 	}
 	return n;
+}
+
+struct sweep {
+	int64_t now;
+	size_t reclaimed;
+};
+
+/* One item of the sweep: a lapsed lease ends, an expired value goes. */
+static void
+do_sweep_item(struct store *s, unsigned si, struct item *it, void *arg)
+{
+	struct stripe *st = stripe_at(s, si);
+	struct sweep *sw = arg;
+
+	if (item_leased(it) && it->lease_deadline <= sw->now) {
+		CNT_ADD(st, lease_timeouts, 1);
+		if (do_lease_end(s, si, it))
+			return;
+	}
+	if (!is_placeholder(it) && !item_leased(it) &&
+	    item_expired(it, sw->now)) {
+		CNT_ADD(st, expirations, 1);
+		do_item_unlink(s, si, it);
+		sw->reclaimed++;
+	}
 }
 
 size_t
@@ -585,8 +602,8 @@ store_sweep(struct store *s, size_t budget)
 {
 	uint64_t nb = s->l.stripe_buckets, total = s->l.nbuckets, pos, b, n;
 	uint64_t *base;
-	size_t seen = 0, reclaimed = 0;
-	int64_t now = store_now(s);
+	struct sweep sw = { store_now(s), 0 };
+	size_t seen = 0;
 	unsigned si;
 
 	/* At most one pass over the whole index per call. */
@@ -600,44 +617,37 @@ store_sweep(struct store *s, size_t budget)
 			break;
 		base = bucket_at(s, si, 0);
 		for (b = pos % nb; b < pos % nb + SWEEP_BATCH && b < nb; b++)
-			seen += 1 + do_sweep_bucket(s, si, &base[b], now,
-			    &reclaimed);
+			seen += 1 + do_bucket_each(s, si, &base[b],
+			    do_sweep_item, &sw);
 		stripe_unlock(s, si);
 	}
-	return reclaimed;
+	return sw.reclaimed;
 }
 
-/* One bucket of store_delete_matching(); returns the items looked at. */
-static size_t
-do_match_bucket(struct store *s, unsigned si, uint64_t *bucket,
-    store_match_fn match, void *arg, size_t *deleted)
-{
-	struct stripe *st = stripe_at(s, si);
-	struct item *it;
-	uint64_t off = *bucket;
-	size_t n = 0, max = s->l.npages * PAGE / CHUNK_MIN;
+struct matching {
+	store_match_fn match;
+	void *arg;
+	size_t deleted;
+};
 
-	while (off != 0 && n++ < max) {
-		it = item_at(s, off);
-		if (it == NULL || it->state != ST_LINKED) {
-			s->bad = true;
-			break;
-		}
-		off = it->hnext;	/* read before it may be unlinked */
-		if (is_placeholder(it) || !match(item_key(it), it->klen, arg))
-			continue;
-		CNT_ADD(st, deletes, 1);
-		do_item_unlink(s, si, it);
-		(*deleted)++;
-	}
-	return n;
+/* One item of store_delete_matching(). */
+static void
+do_match_item(struct store *s, unsigned si, struct item *it, void *arg)
+{
+	struct matching *m = arg;
+
+	if (is_placeholder(it) || !m->match(item_key(it), it->klen, m->arg))
+		return;
+	CNT_ADD(stripe_at(s, si), deletes, 1);
+	do_item_unlink(s, si, it);
+	m->deleted++;
 }
 
 size_t
 store_delete_matching(struct store *s, store_match_fn match, void *arg)
 {
 	uint64_t nb = s->l.stripe_buckets, b, end;
-	size_t deleted = 0;
+	struct matching m = { match, arg, 0 };
 	unsigned si;
 
 	if (s->slot < 0)
@@ -648,11 +658,11 @@ store_delete_matching(struct store *s, store_match_fn match, void *arg)
 		for (b = 0; b < nb; b = end) {
 			end = b + SWEEP_BATCH < nb ? b + SWEEP_BATCH : nb;
 			if (stripe_lock(s, si) == -1)
-				return deleted;
+				return m.deleted;
 			for (; b < end; b++)
-				do_match_bucket(s, si, bucket_at(s, si, 0) + b,
-				    match, arg, &deleted);
+				do_bucket_each(s, si, bucket_at(s, si, 0) + b,
+				    do_match_item, &m);
 			stripe_unlock(s, si);
 		}
-	return deleted;
+	return m.deleted;
 }
