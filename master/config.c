@@ -734,18 +734,72 @@ parse_unix_peer(const char *path, struct config_peer *p)
 	return NULL;
 }
 
-/* An "IPv4:port" or "[IPv6]:port" peer; no DNS. */
+static bool valid_host_name(const char *);
+
+/*
+ * "name:port", resolved now, as nginx resolves its upstream servers at
+ * start (and at each reload here): the first IPv4 address, else the first
+ * IPv6 one, so that "localhost" is the same address on every machine.
+ */
+static const char *
+resolve_peer(const char *addr, struct config_peer *p)
+{
+	static char why[320];
+	const char *colon = strrchr(addr, ':');
+	struct addrinfo hints, *res, *ai, *pick = NULL;
+	char host[256], port[8];
+	size_t n = (size_t)(colon - addr);
+	int rc;
+
+	if (n == 0 || n >= sizeof(host) || addr[0] == '[')
+		return NULL;
+	memcpy(host, addr, n);
+	host[n] = '\0';
+	if (!valid_host_name(host) || host[0] == '*' || host[0] == '_' ||
+	    parse_port(colon + 1, port, sizeof(port)) == -1)
+		return NULL;
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_socktype = SOCK_STREAM;
+	hints.ai_flags = AI_NUMERICSERV;
+	if ((rc = getaddrinfo(host, port, &hints, &res)) != 0) {
+		snprintf(why, sizeof(why), "cannot resolve \"%s\": %s", host,
+		    rc == EAI_SYSTEM ? strerror(errno) : gai_strerror(rc));
+		return why;
+	}
+	for (ai = res; ai != NULL && pick == NULL; ai = ai->ai_next)
+		if (ai->ai_family == AF_INET)
+			pick = ai;
+	for (ai = res; ai != NULL && pick == NULL; ai = ai->ai_next)
+		if (ai->ai_family == AF_INET6)
+			pick = ai;
+	if (pick == NULL || pick->ai_addrlen > sizeof(p->addr)) {
+		freeaddrinfo(res);
+		snprintf(why, sizeof(why), "\"%s\" has no IP address", host);
+		return why;
+	}
+	memcpy(&p->addr, pick->ai_addr, pick->ai_addrlen);
+	p->addrlen = pick->ai_addrlen;
+	freeaddrinfo(res);
+	snprintf(p->text, sizeof(p->text), "%s", addr);
+	p->named = true;
+	return "";
+}
+
+/* An "IPv4:port" or "[IPv6]:port" peer, or "name:port" (resolve_peer). */
 static const char *
 parse_inet_peer(const char *addr, struct config_peer *p)
 {
 	struct config_listen l;
-	const char *why;
+	const char *why, *named;
 
 	if (addr[0] == '*' || strchr(addr, ':') == NULL)
 		return "expected address:port or unix:/path";
 	if (strlen(addr) >= sizeof(l.text))
 		return "too long";
-	if ((why = parse_listen(addr, &l)) != NULL)
+	if ((why = parse_listen(addr, &l)) != NULL &&
+	    (named = resolve_peer(addr, p)) != NULL)
+		return named[0] == '\0' ? NULL : named;
+	if (why != NULL)
 		return why;
 	p->addr = l.addr;
 	p->addrlen = l.addrlen;

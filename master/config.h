@@ -25,7 +25,8 @@ struct config_listen {
 };
 
 /*
- * One server of an upstream group: a numeric address or a unix socket
+ * One server of an upstream group: a numeric address, a host name
+ * resolved when the config is loaded, or a unix socket
  * ("unix:/run/app.sock"), and a weight.
  */
 #define CONFIG_PEER_TEXT	128	/* "unix:" and a sun_path, and a NUL */
@@ -35,6 +36,8 @@ struct config_peer {
 	char text[CONFIG_PEER_TEXT];	/* "127.0.0.1:9000", "unix:/path" */
 	int weight;			/* 1..100 */
 	bool tls;			/* "https://...", or the group's tls */
+	bool named;			/* text is "name:port": the name is
+					   TLS's default tls_name */
 };
 
 /* An address prefix: 10.0.0.0/8, 2001:db8::/32, 192.0.2.1 (/32). */

@@ -10,8 +10,8 @@
  *
  * A peer over TLS ("https://") gets a client session on its socket once
  * connected: SNI and the name its certificate must carry are tls_name, or
- * else its address (checked as an IP address, and no SNI, which takes
- * names only: RFC 6066 3).  The session rides in the pool with its fd,
+ * the name the server was written with, or else its address (checked as
+ * an IP address, and no SNI, which takes names only: RFC 6066 3).  The session rides in the pool with its fd,
  * and the peer keeps the last session (or ticket) it gave, so the next
  * new connection resumes (nginx's proxy_ssl_session_reuse).
  */
@@ -425,7 +425,7 @@ upstream_peer_tls(const struct upstream *u, const struct upstream_peer *p)
 	return u->tls != NULL && p->cf->tls;
 }
 
-/* The peer's address without its port, for an IP address check. */
+/* The peer's address (or name) without its port. */
 static const char *
 peer_ip(const struct config_peer *cf, char *buf, size_t len)
 {
@@ -450,9 +450,14 @@ SSL *
 upstream_tls_new(struct upstream *u, struct upstream_peer *p, int fd)
 {
 	const char *name = u->cf->tls_name;
-	char ip[64];
+	char ip[64], host[CONFIG_PEER_TEXT];
 	SSL *ssl;
 	int ok;
+
+	/* A server written by name: that name, as nginx's proxy_ssl_name. */
+	if (name == NULL && p->cf->named &&
+	    peer_ip(p->cf, host, sizeof(host)) != NULL)
+		name = host;
 
 	ERR_clear_error();
 	if ((ssl = SSL_new(u->tls)) == NULL || SSL_set_fd(ssl, fd) != 1)

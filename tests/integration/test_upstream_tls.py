@@ -73,6 +73,21 @@ class UpstreamTLSTest(CorralTestCase):
         self.assertEqual(json.loads(r.body)['body'].encode('latin-1'), data)
         self.assertNoLogErrors(c)
 
+    def test_a_server_written_by_name(self):
+        # "https://localhost:PORT": resolved at load (its IPv4 address
+        # first), and the name is SNI and what the certificate must carry.
+        o = self.tls_origin('localhost')
+        c = self.front(['https://localhost:%d' % o.port])
+        r = c.get('/api/name')
+        self.assertEqual((r.status, r.body), (200, b'origin'))
+        self.assertEqual(o.sni, ['localhost'])
+        # tls_name still wins over the written name.
+        c2 = self.front(['https://localhost:%d' % o.port],
+                        tls_name='backend.test')
+        self.assertEqual(c2.get('/api/name').status, 502)
+        c2.wait_log(r'upstream localhost:%d: TLS handshake: certificate '
+                    r'verify failed: hostname mismatch' % o.port)
+
     def test_tls_flag_on_the_group(self):
         o = self.tls_origin()
         c = self.front([o.addr], tls=True, tls_name='backend.test')
