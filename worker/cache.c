@@ -569,8 +569,8 @@ struct prefix {
 };
 
 /*
- * P keys, V keys (their URL after the generation) and the Z copies of
- * both.  Runs under a stripe lock of the store.
+ * P keys, V keys (their URL after the generation) and the gzip (Z) and
+ * brotli (Q) copies of both.  Runs under a stripe lock of the store.
  */
 static bool
 prefix_match(const void *key, size_t klen, void *arg)
@@ -579,7 +579,8 @@ prefix_match(const void *key, size_t klen, void *arg)
 	const char *k = key;
 	size_t skip;
 
-	if (klen > 0 && k[0] == CACHE_NS_GZIP_COPY) {
+	if (klen > 0 && (k[0] == CACHE_NS_GZIP_COPY ||
+	    k[0] == CACHE_NS_BR_COPY)) {
 		k++;
 		klen--;
 	}
@@ -593,7 +594,7 @@ prefix_match(const void *key, size_t klen, void *arg)
 /*
  * A PURGE whose path ends in a star ("/img/" then "*"): every stored
  * response of the host whose path starts with /img/, with its variants
- * and gzip copies (the convention of ngx_cache_purge).  The store is
+ * and gzip and brotli copies (the convention of ngx_cache_purge).  The store is
  * scanned once, so this is for rare administrative purges, not for every
  * request.  memcached cannot delete by prefix: with an l2 cluster the
  * purge is refused, as the next miss would bring the old copies back.
