@@ -799,6 +799,8 @@ parse_inet_peer(const char *addr, struct config_peer *p)
 	if ((why = parse_listen(addr, &l)) != NULL &&
 	    (named = resolve_peer(addr, p)) != NULL)
 		return named[0] == '\0' ? NULL : named;
+	if (why != NULL && addr[0] != '[' && strstr(why, "names") != NULL)
+		return "not an IP address or a host name";
 	if (why != NULL)
 		return why;
 	p->addr = l.addr;

@@ -699,8 +699,8 @@ class ProxyConfigTest(ProxyTestCase):
              'proxy "nope": no upstream has that name'),
             ('upstream "u" {\n servers = {"127.0.0.1:1 weight=101"}\n}\n',
              2, 'weight=N, N from 1 to 100'),
-            ('upstream "u" {\n servers = {"localhost:80"}\n}\n', 2,
-             'not a numeric'),
+            ('upstream "u" {\n servers = {"local_host!:80"}\n}\n', 2,
+             'not an IP address or a host name'),
             ('upstream "u" {\n servers = {"127.0.0.1:1"}\n}\n'
              'upstream "u" {\n servers = {"127.0.0.1:2"}\n}\n', 4,
              'duplicate'),
