@@ -904,8 +904,12 @@ master_run(struct runtime *rt, bool foreground)
 	int sig;
 
 	rt_cur = rt;
-	if (!foreground)
+	if (!foreground) {
 		daemonize();
+		if (store != NULL && store_moved(store) == -1)
+			log_at(L_ERROR, errno, "cache: cannot mark the store's "
+			    "file as in use by this process");
+	}
 	if (pipe2(alive_pipe, O_CLOEXEC) == -1) {
 		log_at(L_CRIT, errno, "pipe");
 		return 1;

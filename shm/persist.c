@@ -253,6 +253,16 @@ mark_live(struct store *s)
 }
 
 int
+store_moved(struct store *s)
+{
+	/* The master forked to detach: it now keeps and saves the file. */
+	if (s->creator == 0)
+		return 0;
+	s->creator = getpid();
+	return s->fd == -1 ? 0 : mark_live(s);
+}
+
+int
 persist_open(struct store *s, const struct store_options *o, char *err,
     size_t errlen)
 {

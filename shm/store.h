@@ -243,6 +243,13 @@ void store_stats(const struct store *s, struct store_stats *out);
  * saved copy, without joining it.  0 or -1 + err. */
 int store_stats_read_file(const char *path, struct store_stats *out,
     char *err, size_t errlen);
+/*
+ * The process that made the store forked and exited (a master detaching):
+ * the child becomes its keeper, which saves the file at the end and is
+ * named in it for corral -s.  -1 when the file cannot be written.
+ */
+int store_moved(struct store *s);
+
 /* Unmaps; the creator writes the file (the whole store with persist). */
 void store_destroy(struct store *s);
 /*
