@@ -126,6 +126,7 @@ static const struct range {
 	{ "upstream|send_timeout", U_TIME, 1, DAY },
 	{ "upstream|max_fails",	 U_COUNT, 0, 1000 },
 	{ "upstream|fail_timeout", U_TIME, 1, DAY },
+	{ "upstream|next_upstream_tries", U_COUNT, 0, 1000 },
 	{ "server|location|cache_ttl", U_TIME, 0, 30 * DAY },
 	{ "server|location|cache_lock_timeout", U_TIME, 1, DAY },
 	{ "server|location|cache_pass_ttl", U_TIME, 0, DAY },
@@ -158,6 +159,7 @@ static int cb_protocol(cfg_t *, cfg_opt_t *, const char *, void *);
 
 static int cb_tls_protocol(cfg_t *, cfg_opt_t *, const char *, void *);
 static int cb_hash(cfg_t *, cfg_opt_t *, const char *, void *);
+static int cb_next(cfg_t *, cfg_opt_t *, const char *, void *);
 static int cb_mc_key(cfg_t *, cfg_opt_t *, const char *, void *);
 static int cb_cidr(cfg_t *, cfg_opt_t *, const char *, void *);
 static int cb_real_ip_header(cfg_t *, cfg_opt_t *, const char *, void *);
@@ -253,6 +255,9 @@ static cfg_opt_t upstream_opts[] = {
 	CFG_INT_CB("send_timeout", 30 * SEC, CFGF_NONE, cb_time),
 	CFG_INT_CB("max_fails", 3, CFGF_NONE, cb_count),
 	CFG_INT_CB("fail_timeout", 10 * SEC, CFGF_NONE, cb_time),
+	CFG_STR_LIST_CB("next_upstream", "{error, timeout}", CFGF_NONE,
+	    cb_next),
+	CFG_INT_CB("next_upstream_tries", 0, CFGF_NONE, cb_count),
 	CFG_BOOL("tls", cfg_false, CFGF_NONE),
 	CFG_BOOL("tls_verify", cfg_true, CFGF_NONE),
 	CFG_STR("tls_name", NULL, CFGF_NODEFAULT),
@@ -1233,6 +1238,46 @@ cb_hash(cfg_t *cfg, cfg_opt_t *opt, const char *value, void *result)
 	return 0;
 }
 
+static const struct {
+	const char *name;
+	unsigned bit;
+} next_words[] = {
+	{ "error", NEXT_ERROR },
+	{ "timeout", NEXT_TIMEOUT },
+	{ "non_idempotent", NEXT_NON_IDEMPOTENT },
+	{ "off", 0 },
+};
+
+static int
+cb_next(cfg_t *cfg, cfg_opt_t *opt, const char *value, void *result)
+{
+	size_t i;
+
+	(void)opt;
+	for (i = 0; i < nitems(next_words); i++)
+		if (strcmp(next_words[i].name, value) == 0) {
+			*(const char **)result = value;
+			return 0;
+		}
+	cfg_error(cfg, "unknown next_upstream \"%s\" (error, timeout, "
+	    "non_idempotent or off)", value);
+	return -1;
+}
+
+static unsigned
+next_bits(cfg_t *sec)
+{
+	unsigned bits = 0;
+	size_t i, j;
+
+	for (i = 0; i < cfg_size(sec, "next_upstream"); i++)
+		for (j = 0; j < nitems(next_words); j++)
+			if (strcmp(next_words[j].name,
+			    cfg_getnstr(sec, "next_upstream", i)) == 0)
+				bits |= next_words[j].bit;
+	return bits;
+}
+
 /* The key of a memcached location: the URI, as nginx's $memcached_key
  * usually is (variables of every kind come with the site's). */
 static int
@@ -1784,6 +1829,14 @@ validate_upstream(cfg_t *cfg, cfg_opt_t *opt)
 		    "protocol = memcached", cfg_title(sec));
 		return -1;
 	}
+	for (i = 0; i < cfg_size(sec, "next_upstream"); i++)
+		if (strcmp(cfg_getnstr(sec, "next_upstream", i), "off") == 0 &&
+		    cfg_size(sec, "next_upstream") > 1) {
+			cfg_error(cfg, "upstream \"%s\" ending here: "
+			    "next_upstream \"off\" stands alone",
+			    cfg_title(sec));
+			return -1;
+		}
 	for (i = 0; i < cfg_size(sec, "servers"); i++) {
 		p = cfg_getnptr(sec, "servers", i);
 		if (!p->tls && !tls)
@@ -2661,6 +2714,8 @@ build_upstream(cfg_t *sec, struct config_upstream *u)
 	u->send_timeout_ms = cfg_getint(sec, "send_timeout");
 	u->max_fails = cfg_getint(sec, "max_fails");
 	u->fail_timeout_ms = cfg_getint(sec, "fail_timeout");
+	u->next_upstream = next_bits(sec);
+	u->next_upstream_tries = cfg_getint(sec, "next_upstream_tries");
 	for (i = 0; i < u->npeers; i++) {
 		u->peers[i].tls |= cfg_getbool(sec, "tls");
 		u->any_tls |= u->peers[i].tls;

@@ -60,6 +60,11 @@ enum config_protocol {
 	PROTO_MEMCACHED,
 };
 
+/* next_upstream: what sends a request on to another peer of the group. */
+#define NEXT_ERROR		0x01	/* connect, TLS, reset, close */
+#define NEXT_TIMEOUT		0x02	/* connect, TLS, waiting for the head */
+#define NEXT_NON_IDEMPOTENT	0x04	/* also once the request went out */
+
 /* How a peer is chosen for a request. */
 enum config_hash {
 	HASH_ROUND_ROBIN,		/* smooth weighted round-robin */
@@ -78,6 +83,8 @@ struct config_upstream {
 	int send_timeout_ms;
 	int max_fails;			/* 0: never mark a peer down */
 	int fail_timeout_ms;
+	unsigned next_upstream;		/* NEXT_*: when to try another peer */
+	int next_upstream_tries;	/* peers tried at most; 0: all */
 	/* TLS to the peers (master/tls_client.h). */
 	bool any_tls;			/* some peer is "https://" */
 	bool tls_verify;		/* the peer's certificate */

@@ -195,8 +195,19 @@ peer_down(const struct upstream_peer *p)
 	return p->down_until_ms > worker.now_ms;
 }
 
-struct upstream_peer *
-upstream_pick(struct upstream *u)
+/* Peer i was tried already: the first 64 have a bit each. */
+static bool
+tried_has(uint64_t tried, size_t i)
+{
+	return i < 64 && (tried & (UINT64_C(1) << i)) != 0;
+}
+
+/*
+ * Smooth weighted round-robin over the peers not in tried; down ones only
+ * when all are down (first pick), never for a retry (every_down false).
+ */
+static struct upstream_peer *
+pick_among(struct upstream *u, uint64_t tried, bool every_down)
 {
 	struct upstream_peer *p, *best = NULL;
 	struct upstream_peer *end = u->peers + u->cf->npeers;
@@ -204,9 +215,13 @@ upstream_pick(struct upstream *u)
 	int total = 0;
 
 	for (p = u->peers; p < end; p++)
-		any_up |= !peer_down(p);
+		any_up |= !peer_down(p) && !tried_has(tried,
+		    (size_t)(p - u->peers));
+	if (!any_up && !every_down)
+		return NULL;
 	for (p = u->peers; p < end; p++) {
-		if (any_up && peer_down(p))
+		if (tried_has(tried, (size_t)(p - u->peers)) ||
+		    (any_up && peer_down(p)))
 			continue;
 		p->cur += p->cf->weight;
 		total += p->cf->weight;
@@ -215,6 +230,26 @@ upstream_pick(struct upstream *u)
 	}
 	best->cur -= total;
 	return best;
+}
+
+struct upstream_peer *
+upstream_pick(struct upstream *u)
+{
+	return pick_among(u, 0, true);
+}
+
+struct upstream_peer *
+upstream_pick_next(struct upstream *u, uint64_t tried)
+{
+	return pick_among(u, tried, false);
+}
+
+uint64_t
+upstream_peer_bit(const struct upstream *u, const struct upstream_peer *p)
+{
+	size_t i = (size_t)(p - u->peers);
+
+	return i < 64 ? UINT64_C(1) << i : 0;
 }
 
 /*

@@ -16,7 +16,9 @@
  * a connection for a handler: connect with connect_timeout, send with
  * send_timeout, read with read_timeout between two reads once the request
  * is sent, replay an idempotent request once on a new connection when a
- * reused one failed before any byte came back, and pool the connection
+ * reused one failed before any byte came back, send it to another peer
+ * when its peer failed before answering (next_upstream), and pool the
+ * connection
  * when the exchange ended cleanly.  The bytes are a protocol module's
  * (worker/upstream_proto.h).  Internal to worker/.
  */
@@ -25,6 +27,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 struct config_upstream;
 struct http_response;
@@ -48,6 +51,14 @@ const struct config_upstream *upstream_config(const struct upstream *u);
 
 /* The next peer by smooth weighted round-robin, among those that are up. */
 struct upstream_peer *upstream_pick(struct upstream *u);
+
+/*
+ * next_upstream: the next peer by the same round-robin among those that
+ * are up and not in tried (bits from upstream_peer_bit()), or NULL.
+ */
+struct upstream_peer *upstream_pick_next(struct upstream *u, uint64_t tried);
+uint64_t upstream_peer_bit(const struct upstream *u,
+    const struct upstream_peer *p);
 
 /*
  * hash = ketama: the peer of key on the ring of the peers that are up

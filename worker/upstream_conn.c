@@ -79,7 +79,9 @@ struct upstream_conn {
 	bool write_shut;		/* the peer stopped taking bytes */
 	bool reused;			/* the connection came from the pool */
 	bool retried;
-	unsigned moves;			/* to the key's next node: hashed */
+	unsigned moves;			/* to another peer: next_upstream, or
+					   the key's next node (hashed) */
+	uint64_t tried;			/* next_upstream: peers tried */
 	size_t hklen;			/* hashed groups: the key, else 0 */
 	char hkey[UPSTREAM_KEY_MAX];
 	struct upstream_buf w;
@@ -504,6 +506,7 @@ upstream_conn_open(struct upstream *u, const struct upstream_proto *proto,
 	uc->replayable = true;
 	uc->write_shut = uc->reused = uc->retried = false;
 	uc->moves = 0;
+	uc->tried = 0;
 	uc->got_bytes = uc->paused = false;
 	uc->w.len = uc->wpos = 0;
 	uc->rlen = 0;
@@ -573,6 +576,49 @@ uc_move(struct upstream_conn *uc, int err)
 	return true;
 }
 
+/*
+ * next_upstream: the peer failed (why: NEXT_ERROR or NEXT_TIMEOUT) before
+ * its answer began, so the request goes to another peer of the group that
+ * is up and was not tried, as nginx's proxy_next_upstream.  Once bytes of
+ * the request may have reached the peer, only a request that can be sent
+ * twice goes on (idempotent, or non_idempotent said so) and only while
+ * the buffer still holds all of it.  True when the exchange went on (or
+ * failed here); false leaves the failure to the caller.
+ */
+static bool
+uc_next(struct upstream_conn *uc, unsigned why, const char *what, int err)
+{
+	const struct config_upstream *cf = upstream_config(uc->up);
+	bool sent = uc->reused || uc->state >= UC_HEAD;
+	struct upstream_peer *next;
+
+	if (uc->hklen != 0 || uc->got_bytes || uc->state > UC_HEAD ||
+	    (cf->next_upstream & why) == 0)
+		return false;
+	if (sent && (!uc->replayable || (!uc->idempotent &&
+	    (cf->next_upstream & NEXT_NON_IDEMPOTENT) == 0)))
+		return false;
+	if (cf->next_upstream_tries > 0 &&
+	    uc->moves + 1 >= (unsigned)cf->next_upstream_tries)
+		return false;
+	uc->tried |= upstream_peer_bit(uc->up, uc->peer);
+	if ((next = upstream_pick_next(uc->up, uc->tried)) == NULL)
+		return false;		/* the caller counts the failure */
+	upstream_peer_failed(uc->up, uc->peer);
+	log_warn("upstream %s: %s%s%s, client %s; trying %s",
+	    upstream_peer_name(uc->peer), what, err ? ": " : "",
+	    err ? strerror(err) : "", uc->client, upstream_peer_name(next));
+	uc_detach(uc, false);
+	uc->peer = next;
+	uc->moves++;
+	uc->wpos = 0;
+	uc->rlen = 0;
+	upstream_peer_stats(uc->up, next)->v[STAT_peer_requests]++;
+	if (!uc_begin(uc))
+		uc_fail(uc, 502, false, "cannot connect");
+	return true;
+}
+
 /* Connected (and the handshake done): the request goes out. */
 static void
 uc_ready(struct upstream_conn *uc)
@@ -600,6 +646,8 @@ uc_handshake(struct upstream_conn *uc)
 		return;
 	}
 	if (rc == TLS_FAILED) {
+		if (uc_next(uc, NEXT_ERROR, "TLS handshake failed", 0))
+			return;
 		uc_fail(uc, 502, true, "TLS handshake: %s", why);
 		return;
 	}
@@ -624,7 +672,8 @@ uc_connected(struct upstream_conn *uc)
 	    getsockopt(uc->fd, SOL_SOCKET, SO_ERROR, &err, &len) == -1)
 		err = errno;
 	if (err != 0) {
-		if (!uc_move(uc, err))
+		if (!uc_move(uc, err) &&
+		    !uc_next(uc, NEXT_ERROR, "connect", err))
 			uc_fail(uc, 502, true, "connect: %s", strerror(err));
 		return;
 	}
@@ -681,6 +730,10 @@ write_cb(evutil_socket_t fd, short what, void *arg)
 
 	worker_update_time();
 	if (what & EV_TIMEOUT) {
+		if (uc_next(uc, NEXT_TIMEOUT, uc->state == UC_CONNECT ?
+		    "connect timed out" : uc->state == UC_HANDSHAKE ?
+		    "TLS handshake timed out" : "send timed out", 0))
+			return;
 		if (uc->state == UC_CONNECT)
 			uc_fail(uc, 504, true, "connect timed out");
 		else if (uc->state == UC_HANDSHAKE)
@@ -703,7 +756,8 @@ write_cb(evutil_socket_t fd, short what, void *arg)
 		if (n < 0 && (errno == EAGAIN || errno == EINTR))
 			return;
 		if (n < 0) {
-			if (uc_retry(uc))
+			if (uc_retry(uc) ||
+			    uc_next(uc, NEXT_ERROR, "send", errno))
 				return;
 			if (!uc->got_bytes) {
 				uc_fail(uc, 502, false, "send: %s",
@@ -860,7 +914,8 @@ uc_head(struct upstream_conn *uc)
 static void
 uc_eof(struct upstream_conn *uc, int err)
 {
-	if (uc_retry(uc))
+	if (uc_retry(uc) || uc_next(uc, NEXT_ERROR, err ? "read" :
+	    "connection closed", err))
 		return;
 	if (uc->state != UC_BODY) {
 		uc_fail(uc, 502, true, "%s before the response header",
@@ -888,6 +943,9 @@ read_cb(evutil_socket_t fd, short what, void *arg)
 
 	worker_update_time();
 	if (what & EV_TIMEOUT) {
+		if (uc_next(uc, NEXT_TIMEOUT, uc->state == UC_HANDSHAKE ?
+		    "TLS handshake timed out" : "read timed out", 0))
+			return;
 		uc_fail(uc, 504, uc->state != UC_BODY,
 		    uc->state == UC_HANDSHAKE ? "TLS handshake timed out" :
 		    "read timed out");

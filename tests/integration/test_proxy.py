@@ -460,7 +460,8 @@ class ProxyUnixSocketTest(ProxyTestCase):
         t = self.origin(name='tcp')
         c = self.start_proxy(
             [o.addr + ' weight=2', t.addr],
-            upstream={'keepalive': 0, 'max_fails': 0})
+            upstream={'keepalive': 0, 'max_fails': 0,
+                      'next_upstream': 'off'})
         names = [c.get('/api/name').body for _ in range(6)]
         self.assertEqual(names.count(b'unix'), 4, names)
         self.assertEqual(names.count(b'tcp'), 2, names)
@@ -671,7 +672,8 @@ class ProxyBalanceTest(ProxyTestCase):
         dead = '127.0.0.1:%d' % free_port()
         c = self.start_proxy([a.addr, dead],
                              upstream={'max_fails': 2,
-                                       'fail_timeout': '60s'})
+                                       'fail_timeout': '60s',
+                                       'next_upstream': 'off'})
         statuses = []
         for _ in range(12):
             statuses.append(c.get('/api/d').status)

@@ -79,12 +79,13 @@ class UpstreamStatus(CorralTestCase):
         c = self.start_proxy([o.addr, dead], workers=1,
                              upstream={'max_fails': 1,
                                        'fail_timeout': Raw('1h')})
-        # The one request sent to the dead peer gets 502 (no retry on
-        # another peer); after it the peer is down and left out.
+        # The one request sent to the dead peer goes on to the live one
+        # (next_upstream); after it the peer is down and left out.
         got = sorted(c.get('/api/x').status for _ in range(6))
-        self.assertEqual(got, [200] * 5 + [502])
+        self.assertEqual(got, [200] * 6)
+        self.assertEqual(o.count('/api/x'), 6)
         doc = self.doc(c)
-        self.assertEqual(doc['responses']['5xx'], 1)
+        self.assertEqual(doc['responses']['5xx'], 0)
         peers = {p['peer']: p for p in doc['upstreams']}
         self.assertEqual(set(peers), {o.addr, dead})
         live, gone = peers[o.addr], peers[dead]

@@ -1,0 +1,202 @@
+"""
+next_upstream: a request whose peer fails before answering goes to
+another peer of the group, as nginx's proxy_next_upstream.  Peers are
+real sockets: a live origin (origin.py), a closed port, a server that
+hangs up on every request and one that never answers.
+"""
+import json
+import os
+import re
+import socket
+import threading
+
+from harness import build_request, free_port, read_text
+from origin import body
+from test_proxy import ProxyTestCase
+
+
+class Rude:
+    """
+    A loopback server that reads each request head and then hangs up
+    (silent=False) or keeps the connection without a word (silent=True).
+    """
+
+    def __init__(self, silent=False):
+        self.silent = silent
+        self.requests = 0
+        self.lock = threading.Lock()
+        self.held = []
+        self.sock = socket.socket()
+        self.sock.bind(('127.0.0.1', 0))
+        self.sock.listen(64)
+        self.addr = '127.0.0.1:%d' % self.sock.getsockname()[1]
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self):
+        while True:
+            try:
+                s, _ = self.sock.accept()
+            except OSError:
+                return
+            buf = b''
+            try:
+                while b'\r\n\r\n' not in buf:
+                    data = s.recv(65536)
+                    if not data:
+                        break
+                    buf += data
+            except OSError:
+                pass
+            if b'\r\n\r\n' in buf:
+                with self.lock:
+                    self.requests += 1
+            if self.silent:
+                self.held.append(s)
+            else:
+                s.close()
+
+    def stop(self):
+        self.sock.close()
+        for s in self.held:
+            s.close()
+
+
+class NextUpstreamTest(ProxyTestCase):
+
+    def rude(self, silent=False):
+        r = Rude(silent)
+        self.addCleanup(r.stop)
+        return r
+
+    def post(self, c, data):
+        with c.connect() as conn:
+            conn.send(build_request('/api/echo', method='POST', headers=[
+                ('Content-Length', str(len(data)))]) + data)
+            return conn.read_response()
+
+    def test_refused_peer_never_costs_a_request(self):
+        a = self.origin(name='a')
+        dead = '127.0.0.1:%d' % free_port()
+        c = self.start_proxy([dead, a.addr],
+                             upstream={'max_fails': 0, 'keepalive': 0})
+        statuses = [c.get('/api/name').status for _ in range(10)]
+        self.assertEqual(statuses, [200] * 10)
+        self.assertEqual(a.count('/api/name'), 10)
+        # Nothing reached the closed port, so a POST goes on too, whole.
+        data = os.urandom(20000)
+        r = self.post(c, data)
+        self.assertEqual(r.status, 200)
+        self.assertEqual(json.loads(r.body)['body'].encode('latin-1'), data)
+        c.wait_log(r'\[warn\] .*upstream %s: connect: Connection refused, '
+                   r'client 127\.0\.0\.1; trying %s' % (re.escape(dead),
+                                                      re.escape(a.addr)))
+
+    def test_hangup_before_the_head(self):
+        a = self.origin(name='a')
+        rude = self.rude()
+        c = self.start_proxy([rude.addr, a.addr],
+                             upstream={'max_fails': 0, 'keepalive': 0})
+        self.assertEqual([c.get('/api/x').status for _ in range(6)],
+                         [200] * 6)
+        # Round-robin sent half of them to the rude peer first.
+        self.assertEqual(rude.requests, 3)
+        self.assertEqual(a.count('/api/x'), 6)
+        # A POST the peer may have acted on is not sent twice.
+        statuses = sorted(self.post(c, b'once').status for _ in range(4))
+        self.assertEqual(statuses, [200, 200, 502, 502])
+        self.assertEqual(a.count('/api/echo'), 2)
+
+    def test_non_idempotent_goes_on_when_allowed(self):
+        a = self.origin(name='a')
+        rude = self.rude()
+        c = self.start_proxy([rude.addr, a.addr], upstream={
+            'max_fails': 0, 'keepalive': 0,
+            'next_upstream': '{"error", "non_idempotent"}'})
+        for _ in range(4):
+            r = self.post(c, b'')
+            self.assertEqual(r.status, 200)
+            self.assertEqual(json.loads(r.body)['method'], 'POST')
+        self.assertEqual(a.count('/api/echo'), 4)
+        self.assertEqual(rude.requests, 2)
+        # A body that streamed to the peer that hung up is gone: that
+        # request is not replayed (nginx with proxy_request_buffering off).
+        statuses = sorted(self.post(c, body(5000)).status for _ in range(2))
+        self.assertEqual(statuses, [200, 502])
+
+    def test_timeout_waiting_for_the_head(self):
+        a = self.origin(name='a')
+        silent = self.rude(silent=True)
+        c = self.start_proxy([silent.addr, a.addr], upstream={
+            'max_fails': 0, 'keepalive': 0, 'read_timeout': '300ms'})
+        self.assertEqual([c.get('/api/x').status for _ in range(2)],
+                         [200, 200])
+        self.assertEqual(silent.requests, 1)
+        c.wait_log(r'\[warn\] .*upstream %s: read timed out, client '
+                   r'127\.0\.0\.1; trying %s' % (re.escape(silent.addr),
+                                               re.escape(a.addr)))
+
+    def test_timeout_is_its_own_word(self):
+        a = self.origin(name='a')
+        silent = self.rude(silent=True)
+        c = self.start_proxy([silent.addr, a.addr], upstream={
+            'max_fails': 0, 'keepalive': 0, 'read_timeout': '300ms',
+            'next_upstream': '{"error"}'})
+        self.assertEqual(sorted(c.get('/api/x').status for _ in range(2)),
+                         [200, 504])
+
+    def test_off(self):
+        a = self.origin(name='a')
+        dead = '127.0.0.1:%d' % free_port()
+        c = self.start_proxy([dead, a.addr], upstream={
+            'max_fails': 0, 'next_upstream': 'off'})
+        self.assertEqual(sorted(c.get('/api/x').status for _ in range(4)),
+                         [200, 200, 502, 502])
+
+    def test_every_peer_once_then_502(self):
+        dead = ['127.0.0.1:%d' % free_port() for _ in range(3)]
+        c = self.start_proxy(dead, upstream={'max_fails': 0})
+        self.assertEqual(c.get('/api/x').status, 502)
+        c.wait_log(r'\[error\] .*upstream 127\.0\.0\.1:\d+: connect: '
+                   r'Connection refused')
+        log = read_text(c.error_log)
+        # Two moves, then the last peer's refusal is the answer.
+        self.assertEqual(log.count('; trying '), 2, log)
+        self.assertEqual(len(re.findall(r'\[error\] .*upstream', log)), 1,
+                         log)
+
+    def test_tries_bound_the_moves(self):
+        a = self.origin(name='a')
+        dead = ['127.0.0.1:%d' % free_port() for _ in range(3)]
+        c = self.start_proxy(dead + [a.addr], upstream={
+            'max_fails': 0, 'next_upstream_tries': 2})
+        statuses = [c.get('/api/x').status for _ in range(8)]
+        self.assertIn(502, statuses)
+        log = read_text(c.error_log)
+        # No request was tried more than twice: one move each at most.
+        self.assertLessEqual(log.count('; trying '), 8, log)
+        self.assertEqual(statuses.count(200), a.count('/api/x'))
+        unbounded = self.start_proxy(dead + [a.addr],
+                                     upstream={'max_fails': 0})
+        self.assertEqual([unbounded.get('/api/x').status
+                          for _ in range(8)], [200] * 8)
+
+    def test_config_errors_name_the_line(self):
+        c = self.make()
+        base = c.config_text()
+        for text, msg in [
+                ('upstream "u" {\n servers = {"127.0.0.1:1"}\n'
+                 ' next_upstream = {"http_500"}\n}\n',
+                 'unknown next_upstream "http_500"'),
+                ('upstream "u" {\n servers = {"127.0.0.1:1"}\n'
+                 ' next_upstream = {"off", "error"}\n}\n',
+                 'next_upstream "off" stands alone')]:
+            with self.subTest(msg=msg):
+                path = os.path.join(c.tmp, 'bad.conf')
+                with open(path, 'w') as f:
+                    f.write(base + text)
+                out = c.check_config(path)
+                self.assertNotEqual(out.returncode, 0)
+                self.assertIn(msg, out.stderr + out.stdout)
+                self.assertRegex(out.stderr + out.stdout, r'bad\.conf:\d+:')
+
