@@ -49,8 +49,10 @@ static void conn_write(struct conn *c);
 static void req_forget(struct conn *c);
 static void real_ip(struct conn *c);
 static void read_cb(evutil_socket_t fd, short what, void *arg);
+static void write_cb(evutil_socket_t fd, short what, void *arg);
 static void pp_read(struct conn *c);
 static void conn_start(struct conn *c);
+static void conn_timer(struct conn *c, enum ctimer kind, int ms);
 static void ibuf_release(struct conn *c);
 
 void
@@ -102,7 +104,15 @@ conn_peer_port(const struct conn *c)
 const char *
 conn_via_trusted(const struct conn *c)
 {
-	return c->via_trusted ? c->conn_peer : NULL;
+	/* Asked for seldom (proxied requests through a trusted proxy):
+	 * formatted then rather than held by every connection. */
+	static char buf[INET6_ADDRSTRLEN];
+
+	if (!c->via_trusted)
+		return NULL;
+	if (inet_ntop(c->conn_family, c->conn_addr, buf, sizeof(buf)) == NULL)
+		strcpy(buf, "?");
+	return buf;
 }
 
 bool
@@ -204,11 +214,57 @@ rev_add(struct conn *c)
 		event_active(&c->rev, EV_READ, 1);
 }
 
+/*
+ * The write event exists only while a connection waits for writability:
+ * most responses leave in one sendmsg(), and an idle connection should not
+ * carry an event it does not use.  Without memory for it, the connection
+ * is closed from its timer, where nothing above still holds it.
+ */
+static void
+wev_add(struct conn *c)
+{
+	if (c->wev == NULL) {
+		c->wev = event_new(worker.base, c->fd, EV_WRITE | EV_PERSIST,
+		    write_cb, c);
+		if (c->wev == NULL) {
+			log_at(L_ERROR, errno, "client %s: write event",
+			    c->peer);
+			c->io_failed = true;
+			conn_timer(c, T_SEND, 0);
+			return;
+		}
+	}
+	event_add(c->wev, NULL);
+}
+
+static void
+wev_del(struct conn *c)
+{
+	if (c->wev != NULL)
+		event_del(c->wev);
+}
+
+static bool
+wev_pending(const struct conn *c)
+{
+	return c->wev != NULL && event_pending(c->wev, EV_WRITE, NULL);
+}
+
+/* Gives the write event back once the connection is idle or closed. */
+static void
+wev_free(struct conn *c)
+{
+	if (c->wev != NULL) {
+		event_free(c->wev);
+		c->wev = NULL;
+	}
+}
+
 /* Reads from the client unless paused or blocked on output. */
 static void
 conn_read_on(struct conn *c)
 {
-	if (!c->rpaused && !event_pending(&c->wev, EV_WRITE, NULL))
+	if (!c->rpaused && !wev_pending(c))
 		rev_add(c);
 }
 
@@ -219,7 +275,9 @@ conn_timer(struct conn *c, enum ctimer kind, int ms)
 {
 	struct timeval tv;
 
-	if (c->timer == kind && kind != T_SEND)
+	if (c->io_failed)
+		ms = 0;		/* see wev_add() */
+	else if (c->timer == kind && kind != T_SEND)
 		return;
 	c->timer = kind;
 	tv.tv_sec = ms / 1000;
@@ -233,6 +291,10 @@ timer_cb(evutil_socket_t fd, short what, void *arg)
 	struct conn *c = arg;
 
 	worker_update_time();
+	if (c->io_failed) {
+		conn_close(c);
+		return;
+	}
 	if (c->timer != T_IDLE && c->timer != T_LINGER)
 		STATS_INC(conn_timeouts);
 	switch (c->timer) {
@@ -378,7 +440,7 @@ conn_linger(struct conn *c)
 	shutdown(c->fd, SHUT_WR);
 	c->state = CS_LINGER;
 	c->ilen = c->ipos = 0;
-	event_del(&c->wev);
+	wev_del(c);
 	event_add(&c->rev, NULL);
 	conn_timer(c, T_LINGER, worker.cf->lingering_timeout_ms);
 }
@@ -387,7 +449,7 @@ conn_linger(struct conn *c)
 static void
 conn_drained(struct conn *c)
 {
-	event_del(&c->wev);
+	wev_del(c);
 	if (c->timer == T_DELAY)
 		return;		/* a delayed request goes on later */
 	if (c->px == NULL)
@@ -426,6 +488,7 @@ conn_drained(struct conn *c)
 		}
 		ibuf_release(c);
 		out_release(c);
+		wev_free(c);
 	}
 }
 
@@ -435,11 +498,11 @@ static void
 conn_wait_output(struct conn *c)
 {
 	if (c->tls_wwant_r) {
-		event_del(&c->wev);
+		wev_del(c);
 		event_add(&c->rev, NULL);
 	} else {
 		event_del(&c->rev);
-		event_add(&c->wev, NULL);
+		wev_add(c);
 	}
 	conn_timer(c, T_SEND, worker.cf->send_timeout_ms);
 }
@@ -506,18 +569,18 @@ conn_handshake(struct conn *c)
 		c->state = CS_HEADER;
 		c->ktls = worker.cf->sendfile && tls_ktls_send(c->ssl);
 		conn_log_tls(c, tls_version(c->ssl));
-		event_del(&c->wev);
+		wev_del(c);
 		event_add(&c->rev, NULL);
 		conn_timer(c, T_HEADER, worker.cf->header_timeout_ms);
 		read_cb(c->fd, EV_READ, c);
 		return;
 	case TLS_WANT_READ:
-		event_del(&c->wev);
+		wev_del(c);
 		event_add(&c->rev, NULL);
 		return;
 	case TLS_WANT_WRITE:
 		event_del(&c->rev);
-		event_add(&c->wev, NULL);
+		wev_add(c);
 		return;
 	case TLS_PLAIN_HTTP:
 		/* As nginx does: a 400 in plain text, then close. */
@@ -560,7 +623,7 @@ tls_write_event(struct conn *c)
 		return false;
 	c->tls_rwant_w = false;
 	if (c->shead == c->stail)
-		event_del(&c->wev);
+		wev_del(c);
 	read_cb(c->fd, EV_READ, c);
 	return true;
 }
@@ -855,7 +918,7 @@ conn_recv(struct conn *c, void *buf, size_t len)
 	}
 	if (n == TLS_WANT_WRITE) {
 		c->tls_rwant_w = true;
-		event_add(&c->wev, NULL);
+		wev_add(c);
 	}
 	errno = EAGAIN;
 	return -1;
@@ -991,7 +1054,6 @@ format_peer(struct conn *c, const struct sockaddr *sa)
 	c->conn_family = c->peer_family = sa->sa_family;
 	memcpy(c->conn_addr, addr, sa->sa_family == AF_INET6 ? 16 : 4);
 	memcpy(c->peer_addr, c->conn_addr, sizeof(c->peer_addr));
-	memcpy(c->conn_peer, c->peer, sizeof(c->conn_peer));
 }
 
 static bool
@@ -1026,7 +1088,9 @@ real_ip(struct conn *c)
 	bool ok;
 
 	if (c->peer_real) {
-		memcpy(c->peer, c->conn_peer, sizeof(c->peer));
+		if (inet_ntop(c->conn_family, c->conn_addr, c->peer,
+		    sizeof(c->peer)) == NULL)
+			strcpy(c->peer, "?");
 		c->peer_family = c->conn_family;
 		memcpy(c->peer_addr, c->conn_addr, sizeof(c->peer_addr));
 		c->peer_real = false;
@@ -1091,8 +1155,6 @@ conn_accept(int fd, const struct sockaddr *sa, socklen_t salen,
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof(on));
 	event_assign(&c->rev, worker.base, fd, EV_READ | EV_PERSIST, read_cb,
 	    c);
-	event_assign(&c->wev, worker.base, fd, EV_WRITE | EV_PERSIST,
-	    write_cb, c);
 	evtimer_assign(&c->tev, worker.base, timer_cb, c);
 	log_debug("accept %s%s%s:%u on %s",
 	    sa->sa_family == AF_INET6 ? "[" : "", c->peer,
@@ -1214,7 +1276,7 @@ conn_close(struct conn *c)
 	if (c->all_next != NULL)
 		c->all_next->all_prev = c->all_prev;
 	event_del(&c->rev);
-	event_del(&c->wev);
+	wev_free(c);
 	event_del(&c->tev);
 	out_reset(c);
 	if (c->ssl != NULL) {

@@ -91,6 +91,7 @@ struct conn {
 	bool ktls;		/* files go out with SSL_sendfile */
 	bool tls_rwant_w;	/* a TLS read waits for writability */
 	bool tls_wwant_r;	/* a TLS write waits for readability */
+	bool io_failed;		/* no memory for an event: close */
 	struct ssl_st *ssl;	/* NULL: plain HTTP */
 	unsigned nreq;
 	uint64_t req_start_us;	/* when the request's first byte came */
@@ -98,7 +99,7 @@ struct conn {
 	struct conn_log log;
 	const char *tls_protocol;	/* "TLSv1.3", or NULL: plain */
 	struct event rev;
-	struct event wev;
+	struct event *wev;	/* only while waiting to write */
 	struct event tev;
 	struct conn *idle_prev, *idle_next;
 	bool idle;
@@ -137,7 +138,6 @@ struct conn {
 	bool peer_real;		/* peer names the client behind it */
 	int conn_family;	/* the connection's own peer */
 	unsigned char conn_addr[16];
-	char conn_peer[INET6_ADDRSTRLEN + 8];
 };
 
 /*
