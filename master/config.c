@@ -1666,17 +1666,52 @@ validate_mc_max_item(cfg_t *cfg, cfg_opt_t *opt)
 	return validate_range(cfg, opt);
 }
 
+/*
+ * A media type as Content-Type carries it (RFC 9110 8.3.1): type/subtype
+ * and any parameters, "text/html; charset=utf-8".
+ */
+static bool
+media_type_ok(const char *s)
+{
+	size_t n = strspn(s, TOKEN_CHARS);
+
+	if (n == 0 || s[n] != '/' || (n = strspn(s += n + 1, TOKEN_CHARS)) == 0)
+		return false;
+	for (s += n; *s != '\0'; ) {
+		s += strspn(s, " \t");
+		if (*s++ != ';')
+			return false;
+		s += strspn(s, " \t");
+		if ((n = strspn(s, TOKEN_CHARS)) == 0 || s[n] != '=')
+			return false;
+		s += n + 1;
+		if (*s == '"') {
+			/* qdtext or quoted-pair; never a line end */
+			for (s++; *s != '"'; s++)
+				if ((*s == '\\' && *++s == '\0') ||
+				    ((unsigned char)*s < 0x20 && *s != '\t') ||
+				    *s == 0x7f)
+					return false;
+			s++;
+		} else if ((n = strspn(s, TOKEN_CHARS)) == 0)
+			return false;
+		else
+			s += n;
+		s += strspn(s, " \t");
+	}
+	return true;
+}
+
 static int
 validate_mime_type(cfg_t *cfg, cfg_opt_t *opt)
 {
 	const char *s = cfg_opt_getnstr(opt, 0);
-	size_t n = strspn(s, TOKEN_CHARS);
 
-	if (n > 0 && s[n] == '/' && s[n + 1] != '\0' &&
-	    strspn(s + n + 1, TOKEN_CHARS) == strlen(s + n + 1))
+	if (media_type_ok(s))
 		return 0;
 	cfg_error(cfg, "%s \"%s\" is not a media type like "
-	    "\"application/octet-stream\"", opt->name, s);
+	    "\"application/octet-stream\" or \"text/html; charset=utf-8\"",
+	    opt->name, s);
 	return -1;
 }
 
@@ -1995,6 +2030,8 @@ static const struct {
 	{ "mime_types",		validate_nonempty },
 	{ "client_body_temp_path", validate_dir },
 	{ "default_type",	validate_mime_type },
+	{ "server|default_type", validate_mime_type },
+	{ "server|location|default_type", validate_mime_type },
 	{ "gzip_types",		validate_mime_types },
 	{ "server",		validate_server },
 	{ "cache",		validate_cache },

@@ -232,6 +232,8 @@ struct config_location {
 	bool dotfiles;			/* serve names starting with '.' */
 	bool gzip_static;
 	char *charset;			/* NULL: none */
+	char *default_type;		/* the location's or its server's;
+					   NULL: config.default_type */
 
 	/* Rewrites, then return. */
 	struct config_rewrite *rewrites;

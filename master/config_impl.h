@@ -110,6 +110,7 @@ void include_free(void);
 	CFG_STR_LIST("add_header", NULL, CFGF_NODEFAULT),		\
 	CFG_STR("expires", NULL, CFGF_NODEFAULT),			\
 	CFG_STR("charset", NULL, CFGF_NODEFAULT),			\
+	CFG_STR("default_type", NULL, CFGF_NODEFAULT),			\
 	CFG_BOOL("dotfiles", cfg_false, CFGF_NODEFAULT),		\
 	CFG_BOOL("gzip_static", cfg_false, CFGF_NODEFAULT)
 

@@ -1168,6 +1168,8 @@ build_files(cfg_t *ls, cfg_t *srv, struct config *cf,
 	if ((o = inherited(ls, srv, "charset")) != NULL &&
 	    strcmp(cfg_opt_getnstr(o, 0), "off") != 0)
 		l->charset = copy(cfg_opt_getnstr(o, 0));
+	if ((o = inherited(ls, srv, "default_type")) != NULL)
+		l->default_type = copy(cfg_opt_getnstr(o, 0));
 }
 
 static void
@@ -1418,6 +1420,7 @@ site_free_location(struct config_location *l)
 		vars_free(l->try_files[i]);
 	free(l->try_files);
 	free(l->charset);
+	free(l->default_type);
 	for (i = 0; l->rewrites != NULL && i < l->nrewrites; i++) {
 		pcre2_code_free(l->rewrites[i].re);
 		vars_free(l->rewrites[i].to);

@@ -3,8 +3,8 @@
  * over HTTP: a location with memcached_key (and no memcached upstream)
  * looks the key up among the listener's items in the shared store.  The
  * value is the body; the headers come from the config (Content-Type from
- * the URI's extension, else default_type), never from the value.  The
- * item's cas is its entity tag and the time it was stored its
+ * the URI's extension, else the location's default_type), never from the
+ * value.  The item's cas is its entity tag and the time it was stored its
  * Last-Modified, so conditional requests and ranges work as for files.
  * With memcached_gzip_flag, an item whose flags have those bits is sent
  * with Content-Encoding: gzip (as SuperCache stores its pages); with gzip
@@ -178,7 +178,8 @@ answer(struct conn *c, const struct config_location *l, const char *path,
 	int n, elen;
 
 	if (type == NULL)
-		type = worker.cf->default_type;
+		type = l->default_type != NULL ? l->default_type :
+		    worker.cf->default_type;
 	http_date_format((time_t)g->item->time, date);
 	/* Compressed once, for every worker, when the client takes it. */
 	vary = !gz && worker.cf->gzip && g->len >= worker.cf->gzip_min_length &&

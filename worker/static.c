@@ -428,7 +428,8 @@ fentry_load(struct fcache *fc, struct fentry *fe, int fd,
 	}
 	fe->type = mime_lookup(rt->mime, fe->key, fe->keylen);
 	if (fe->type == NULL)
-		fe->type = fc->cf->default_type;
+		fe->type = fe->dtype != NULL ? fe->dtype :
+		    fc->cf->default_type;
 	if (fe->cs != NULL && charset_type(fe->type)) {
 		size_t n = strcspn(fe->type, ";");
 
@@ -474,8 +475,8 @@ fentry_load(struct fcache *fc, struct fentry *fe, int fd,
 }
 
 static struct fentry *
-fentry_open(struct fcache *fc, size_t srv, const char *cs, const char *path,
-    size_t len, uint64_t hash)
+fentry_open(struct fcache *fc, size_t srv, const char *cs, const char *dtype,
+    const char *path, size_t len, uint64_t hash)
 {
 	struct fentry *fe;
 	struct stat st;
@@ -488,6 +489,7 @@ fentry_open(struct fcache *fc, size_t srv, const char *cs, const char *path,
 	fe->hash = hash;
 	fe->srv = srv;
 	fe->cs = cs;
+	fe->dtype = dtype;
 	fe->keylen = len;
 	memcpy(fe->key, path, len);
 	fe->checked_ms = fe->used_ms = worker.now_ms;
@@ -528,18 +530,23 @@ fentry_still_valid(struct fentry *fe)
 	    S_ISDIR(st.st_mode) == fe->is_dir;
 }
 
-/* Returns a referenced entry for a path, from the cache when valid. */
+/*
+ * Returns a referenced entry for a path, from the cache when valid.  The
+ * location's charset and default_type (NULL: none of its own) are part of
+ * the key: they make the entry's Content-Type.
+ */
 static struct fentry *
-fcache_get(struct fcache *fc, size_t srv, const char *cs, const char *path,
-    size_t len)
+fcache_get(struct fcache *fc, size_t srv, const char *cs, const char *dtype,
+    const char *path, size_t len)
 {
 	uint64_t hash = XXH3_64bits_withSeed(path, len,
-	    srv ^ (uint64_t)(uintptr_t)cs);
+	    srv ^ (uint64_t)(uintptr_t)cs ^
+	    ((uint64_t)(uintptr_t)dtype << 1));
 	struct fentry *fe;
 
 	for (fe = fc->buckets[hash & fc->mask]; fe != NULL; fe = fe->hnext)
 		if (fe->hash == hash && fe->srv == srv && fe->cs == cs &&
-		    fe->keylen == len &&
+		    fe->dtype == dtype && fe->keylen == len &&
 		    memcmp(fe->key, path, len) == 0)
 			break;
 	if (fe != NULL) {
@@ -556,8 +563,8 @@ fcache_get(struct fcache *fc, size_t srv, const char *cs, const char *path,
 						store_delete(worker.store,
 						    fe->ekey[e], fe->skeylen);
 				fcache_remove(fc, fe);
-				return fentry_open(fc, srv, cs, path, len,
-				    hash);
+				return fentry_open(fc, srv, cs, dtype, path,
+				    len, hash);
 			}
 			fe->checked_ms = worker.now_ms;
 		}
@@ -567,13 +574,13 @@ fcache_get(struct fcache *fc, size_t srv, const char *cs, const char *path,
 		fe->refs++;
 		return fe;
 	}
-	return fentry_open(fc, srv, cs, path, len, hash);
+	return fentry_open(fc, srv, cs, dtype, path, len, hash);
 }
 
 struct fentry *
-static_lookup(size_t dir, const char *cs, const char *path, size_t len)
+static_lookup(size_t dir, const char *path, size_t len)
 {
-	return fcache_get(worker.fcache, dir, cs, path, len);
+	return fcache_get(worker.fcache, dir, NULL, NULL, path, len);
 }
 
 /* Responses ----------------------------------------------------------- */
@@ -882,7 +889,7 @@ serve_index(struct conn *c, struct fentry *dir)
 		    l->index[i]);
 		if (n >= sizeof(path))
 			continue;
-		fe = fcache_get(fc, dir->srv, dir->cs, path, n);
+		fe = fcache_get(fc, dir->srv, dir->cs, dir->dtype, path, n);
 		if (fe == NULL)
 			continue;
 		if (fe->err == 0 && !fe->is_dir) {
@@ -910,7 +917,7 @@ static_file_status(const struct config_location *l, const char *path,
 	struct fentry *fe;
 	int status;
 
-	fe = fcache_get(worker.fcache, (size_t)l->dir, NULL, path, len);
+	fe = fcache_get(worker.fcache, (size_t)l->dir, NULL, NULL, path, len);
 	if (fe == NULL) {
 		log_at(L_ERROR, errno, "file cache");
 		return 500;
@@ -930,7 +937,8 @@ static_probe(const struct config_location *l, const char *rel, size_t len)
 	struct fentry *fe;
 	int kind;
 
-	fe = fcache_get(worker.fcache, (size_t)l->dir, l->charset, rel, len);
+	fe = fcache_get(worker.fcache, (size_t)l->dir, l->charset,
+	    l->default_type, rel, len);
 	if (fe == NULL)
 		return 0;
 	kind = fe->err != 0 ? 0 : fe->is_dir ? 2 : 1;
@@ -947,7 +955,8 @@ static_serve(struct conn *c, const struct config_location *l,
 	cur.loc = l;
 	cur.status = status;
 	make_expires();
-	fe = fcache_get(worker.fcache, (size_t)l->dir, l->charset, rel, len);
+	fe = fcache_get(worker.fcache, (size_t)l->dir, l->charset,
+	    l->default_type, rel, len);
 	if (fe == NULL) {
 		log_at(L_ERROR, errno, "file cache");
 		resp_error(c, 500);

@@ -156,7 +156,7 @@ sibling(const struct fentry *fe, enum enc e)
 	    enc_suffix[e]);
 	if (n < 0 || (size_t)n >= sizeof(path))
 		return NULL;
-	z = static_lookup(fe->srv, NULL, path, (size_t)n);
+	z = static_lookup(fe->srv, path, (size_t)n);
 	if (z == NULL)
 		return NULL;
 	if (z->err != 0 || z->is_dir || z->mtime < fe->mtime) {

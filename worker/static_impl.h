@@ -58,6 +58,7 @@ struct fentry {
 	char eetag[ENC_COUNT][56];
 	char *ctype;			/* type with the location's charset */
 	const char *cs;			/* that charset, part of the key */
+	const char *dtype;		/* the location's default_type, too */
 	size_t srv;			/* in config.dirs */
 	size_t keylen;
 	char key[];
@@ -76,9 +77,9 @@ extern struct static_cur static_cur;
 extern const char *const enc_ce[ENC_COUNT];
 extern const char *const enc_token[ENC_COUNT];
 
-/* An entry of the open-file cache, referenced; NULL when out of memory. */
-struct fentry *static_lookup(size_t dir, const char *cs, const char *path,
-    size_t len);
+/* An entry of the open-file cache (no charset, the global default_type),
+ * referenced; NULL when out of memory. */
+struct fentry *static_lookup(size_t dir, const char *path, size_t len);
 
 /* Reads the file into the store under its key; false if it cannot. */
 bool static_store_fill(struct fentry *fe);

@@ -268,6 +268,37 @@ class LocationTest(CorralTestCase):
         self.assertEqual(c.get('/@app').status, 404)
         self.assertEqual(o.count('/@app'), 0)
 
+    def test_default_type_per_location(self):
+        # nginx's default_type in a server and a location: files the MIME
+        # table does not know get the type of the location that serves
+        # them, even the same file through two locations.
+        c = self.site([loc('/docs/', 'default_type = "text/plain; '
+                           'charset=utf-8"'),
+                       loc('/other/', 'try_files = {"/docs/README", "=404"}'),
+                       loc('/md/', 'default_type = "text/markdown"',
+                           'charset = "utf-8"')],
+                      'default_type = "application/x-site"\n')
+        c.write('/docs/README', 'read me')
+        c.write('/docs/page.html', '<p>')
+        c.write('/md/NOTES', '# notes')
+        c.write('/top', 'top')
+        c.start()
+        for path, ctype in (
+                ('/docs/README', 'text/plain; charset=utf-8'),
+                ('/other/x', 'application/x-site'),
+                ('/docs/README', 'text/plain; charset=utf-8'),
+                ('/docs/page.html', 'text/html; charset=utf-8'),
+                ('/md/NOTES', 'text/markdown'),
+                ('/top', 'application/x-site')):
+            r = c.get(path)
+            self.assertEqual(r.status, 200, path)
+            self.assertEqual(r.header('Content-Type'), ctype, path)
+        self.assertBody(c.get('/other/x'), b'read me')
+        c2 = self.site([loc('/', 'default_type = "text/"')])
+        out = c2.check_config()
+        self.assertEqual(out.returncode, 1)
+        self.assertRegex(out.stderr, r'corral\.conf:\d+: default_type')
+
     def test_named_location_mistakes(self):
         for server, why in (
                 (loc('/a/', 'try_files = {"$uri", "@nope"}'),

@@ -904,8 +904,41 @@ Test(config, default_type_is_a_media_type)
 	expect_error("default_type = \"/plain\"\n" SERVER, 1, "default_type");
 	expect_error("default_type = \"text/plain/x\"\n" SERVER, 1,
 	    "default_type");
-	expect_error("default_type = \"text/plain; charset=utf-8\"\n" SERVER,
-	    1, "default_type");
+	expect_error("default_type = \"text/plain;\"\n" SERVER, 1,
+	    "default_type");
+	expect_error("default_type = \"text/plain; charset\"\n" SERVER, 1,
+	    "default_type");
+	/* A line end in a quoted parameter: the error is where it ends. */
+	expect_error("default_type = \"text/plain; a=\\\"x\ny\\\"\"\n" SERVER,
+	    2, "default_type");
+	/* With parameters, as Content-Type carries them. */
+	cf = load_ok("default_type = \"text/plain; charset=utf-8\"\n" SERVER);
+	cr_expect_str_eq(cf->default_type, "text/plain; charset=utf-8");
+	config_free(cf);
+	cf = load_ok("default_type = \"text/x; a=\\\"b c\\\" ;d=e\"\n" SERVER);
+	config_free(cf);
+}
+
+/* A server's and a location's own, as nginx's default_type. */
+Test(config, default_type_in_a_location)
+{
+	struct config *cf = load_ok("server {\n\troot = htdocs\n"
+	    "\tdefault_type = \"text/plain\"\n"
+	    "\tlocation \"/a/\" {\n"
+	    "\t\tdefault_type = \"text/html; charset=utf-8\"\n\t}\n"
+	    "\tlocation \"/b/\" {\n\t}\n}\n");
+
+	cr_expect_str_eq(cf->default_type, "application/octet-stream");
+	cr_expect_str_eq(cf->servers[0].locations[0].default_type,
+	    "text/html; charset=utf-8");
+	cr_expect_str_eq(cf->servers[0].locations[1].default_type,
+	    "text/plain");
+	config_free(cf);
+	cf = load_ok(SERVER);
+	cr_expect_null(cf->servers[0].base.default_type);
+	config_free(cf);
+	expect_error("server {\n\troot = htdocs\n\tlocation \"/\" {\n"
+	    "\t\tdefault_type = html\n\t}\n}\n", 4, "default_type");
 }
 
 Test(config, group_needs_user)
