@@ -554,6 +554,15 @@ conn_proxy_done(struct conn *c)
 }
 
 void
+conn_proxy_error(struct conn *c, int status)
+{
+	c->px = NULL;
+	resp_error(c, status);
+	if (c->px == NULL)	/* else the page's exchange ends it */
+		conn_proxy_done(c);
+}
+
+void
 conn_abort(struct conn *c)
 {
 	c->px = NULL;		/* the proxy let go of it already */

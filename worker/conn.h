@@ -158,6 +158,9 @@ void conn_body_resume(struct conn *c);
 
 /* The proxied response is complete (or answered with an error). */
 void conn_proxy_done(struct conn *c);
+/* The exchange ended in status, for the location's error_page to answer
+ * (which may start another exchange); nothing of it went out. */
+void conn_proxy_error(struct conn *c, int status);
 
 /* Closes the connection at once, the response unfinished. */
 void conn_abort(struct conn *c);

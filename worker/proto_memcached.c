@@ -1,10 +1,11 @@
 /*
  * memcached's get as an upstream protocol (nginx's memcached_pass): the
  * request is "get KEY", the value is the body.  VALUE becomes a 200 whose
- * Content-Type comes from the URI's extension (the default_type
- * otherwise) and whose Content-Encoding is gzip when the item's flags have
- * the location's memcached_gzip_flag bits; END becomes a 404 (for
- * error_page to send to the application); anything else is a 502.
+ * Content-Type comes from the URI's extension (the location's
+ * default_type otherwise) and whose Content-Encoding is gzip when the
+ * item's flags have the location's memcached_gzip_flag bits; END becomes
+ * a 404 that the proxy hands to error_page (to send the request to the
+ * application, as nginx does), never relays; anything else is a 502.
  *
  * The key is the request's $uri (or $request_uri), escaped as nginx
  * escapes it for memcached (space, control bytes and '%' as %XX), so the
@@ -39,7 +40,7 @@ struct mc_proto {
 	uint32_t gzip_flag;
 	const struct config_location *loc;
 	struct http_header hdr[2];
-	char type[128];
+	const char *type;		/* the config's or the MIME table's */
 	char path[256];			/* for the type */
 	size_t path_len;
 };
@@ -159,8 +160,10 @@ response_head(struct upstream_conn *uc, void *ctx, char *buf, size_t len,
 	r->content_length = (int64_t)bytes;
 	r->framing = m->head_request ? HTTP_BODY_NONE : HTTP_BODY_LENGTH;
 	type = mime_lookup(worker.rt->mime, m->path, m->path_len);
-	snprintf(m->type, sizeof(m->type), "%s", type != NULL ? type :
-	    worker.cf->default_type);
+	if (type == NULL)
+		type = m->loc->default_type != NULL ? m->loc->default_type :
+		    worker.cf->default_type;
+	m->type = type;
 	header(&m->hdr[r->nheaders++], "Content-Type", m->type);
 	if (m->gzip_flag != 0 && (flags & m->gzip_flag) != 0)
 		header(&m->hdr[r->nheaders++], "Content-Encoding", "gzip");
@@ -237,4 +240,5 @@ const struct upstream_proto proto_memcached = {
 	.reusable = reusable,
 	.done = NULL,
 	.hash_key = hash_key,
+	.intercept_404 = true,
 };

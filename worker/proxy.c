@@ -103,6 +103,8 @@ struct proxy {
 	bool timed_out;			/* LOOKUP: the lock's timer fired */
 	bool starting;			/* inside proxy_start() */
 	bool abort;			/* DONE: the client sees a cut */
+	bool intercept;			/* DONE: px->status goes to the
+					   location's error_page */
 	bool conn_opts;			/* the request has Connection */
 	bool underscore_logged;
 
@@ -184,12 +186,16 @@ px_done(struct proxy *px)
 {
 	struct conn *c = px->c;
 	bool abort = px->abort, starting = px->starting;
+	bool intercept = px->intercept;
+	int status = px->status;
 
 	px_release(px);
 	if (starting)
 		return;			/* proxy_start() says it is answered */
 	if (abort)
 		conn_abort(c);
+	else if (intercept)
+		conn_proxy_error(c, status);
 	else
 		conn_proxy_done(c);
 }
@@ -693,6 +699,15 @@ px_head(struct proxy *px)
 	    cache_intercept(px->cr, r, upstream_conn_peer_name(px->uc)))
 		return PX_DONE;
 	px->status = r->status;
+	if (r->status == 404 && !px->bg &&
+	    upstream_proto_for(upstream_config(px->up))->intercept_404) {
+		/* Its body (none, for memcached) is read to the end, so the
+		 * connection is kept; the client gets error_page's answer;
+		 * nothing is stored (px_release() ends the fill's lease). */
+		px->intercept = true;
+		*px->decode = true;
+		return PX_BODY;
+	}
 	if (px->cr != NULL)
 		cache_decide(px->cr, r);
 	if (px->bg) {
@@ -711,6 +726,8 @@ px_head(struct proxy *px)
 static enum px_step
 px_finish(struct proxy *px)
 {
+	if (px->intercept)
+		return PX_DONE;		/* px_done() hands it to error_page */
 	if (px->bg) {
 		cache_commit(px->cr);
 		return PX_DONE;
@@ -730,10 +747,14 @@ static enum px_step
 px_fail(struct proxy *px)
 {
 	struct conn *c = px->c;
+	bool unsent;
 
 	if (px->bg)
 		return PX_DONE;		/* the client has its answer */
-	if (px->step != PX_BODY) {
+	/* An intercepted head never went out: this answers instead. */
+	unsent = px->intercept;
+	px->intercept = false;
+	if (px->step != PX_BODY || unsent) {
 		if (px->cr != NULL && cache_serve_stale(px->cr, px->status))
 			return PX_DONE;
 		resp_error(c, px->status);
@@ -864,6 +885,8 @@ px_body_cb(void *arg, char *p, size_t len, bool last)
 		}
 		return true;
 	}
+	if (px->intercept)
+		len = 0;		/* error_page answers instead */
 	if (px->head_get) {
 		/* Stored, not sent; or too large to store after all. */
 		if (!cache_storing(px->cr))
@@ -955,6 +978,7 @@ proxy_start(struct conn *c, const struct config_location *l,
 	px->sent = 0;
 	px->out = OUT_AS_IS;
 	px->head_get = px->timed_out = px->abort = px->bg = false;
+	px->intercept = false;
 	px->l2 = NULL;
 	px->l2_asked = 0;
 	px->underscore_logged = false;

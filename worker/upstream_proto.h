@@ -159,6 +159,10 @@ struct upstream_proto {
 	 */
 	size_t (*hash_key)(const struct upstream_request *rq, char *key,
 	    size_t size);
+
+	/* Its 404 is a miss for error_page to send on (nginx's
+	 * intercept_404 of memcached_pass), never relayed as it came. */
+	bool intercept_404;
 };
 
 #define UPSTREAM_KEY_MAX	256

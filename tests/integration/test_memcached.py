@@ -18,6 +18,7 @@ import time
 from harness import (BIN, Conn, CorralTestCase, Raw, ServerError,
                      build_request, free_port, need_tool, quote, wait_until)
 from mcnode import Node, exchange, pymemcache
+from origin import Origin
 
 
 def norm(b):
@@ -425,14 +426,63 @@ class ListenChecked(CorralTestCase):
 class Pages(Listener):
     """Pages written through the listener, served by a location."""
 
-    def site(self, loc=None):
+    def site(self, loc=None, others=None, **kw):
         l = {'memcached_key': Raw('"$uri"')}
         l.update(loc or {})
+        server = {'location "/articles/"': l}
+        server.update(others or {})
         self.mc_port = free_port()
         return self.start(memcached={'listen': ['127.0.0.1:%d' %
                                                 self.mc_port]},
-                          cache={'size': Raw('64m')},
-                          server={'location "/articles/"': l})
+                          cache={'size': Raw('64m')}, server=server, **kw)
+
+    def app(self):
+        o = Origin().start()
+        self.addCleanup(o.stop)
+        return o
+
+    def test_the_issue_s_supercache_site(self):
+        # The issue's example: a page by its key with the location's own
+        # type; a miss goes to the application ("404 = @app"), whose
+        # status and body go out.
+        o = self.app()
+        o.script('/articles/new', body=b'made by the app')
+        o.script('/articles/gone', status=410, body=b'app: gone')
+        c = self.site({'default_type': 'text/html; charset=utf-8',
+                       'error_page': ['404 = @app']},
+                      {'location "@app"': {'proxy': Raw('"app"')}},
+                      _raw='upstream "app" {\n  servers = {"%s"}\n}\n' %
+                      o.addr)
+        self.assertEqual(c.check_config().returncode, 0)
+        mc = pymemcache().Client(('127.0.0.1', self.mc_port),
+                                 default_noreply=False)
+        self.addCleanup(mc.close)
+        mc.set('/articles/hello', b'<h1>from memcached</h1>')
+        r = self.get(c, '/articles/hello')
+        self.assertBody(r, b'<h1>from memcached</h1>')
+        self.assertEqual(r.header('Content-Type'), 'text/html; charset=utf-8')
+        # An extension the MIME table knows keeps its type.
+        mc.set('/articles/s.css', b'p{}')
+        self.assertEqual(self.get(c, '/articles/s.css').header(
+            'Content-Type'), 'text/css; charset=utf-8')
+        r = self.get(c, '/articles/new')
+        self.assertBody(r, b'made by the app')
+        self.assertEqual(o.count('/articles/new'), 1)
+        self.assertBody(self.get(c, '/articles/gone'), b'app: gone',
+                        status=410)
+        r = self.get(c, '/articles/new', method='HEAD')
+        self.assertEqual(r.status, 200)
+        self.assertEqual(o.count('/articles/new'), 2)
+        # Once the app wrote the page, the app is not asked.
+        mc.set('/articles/new', b'written by the app')
+        self.assertBody(self.get(c, '/articles/new'), b'written by the app')
+        self.assertEqual(o.count('/articles/new'), 2)
+        # Without them, a miss stays a 404 and the type is the global one.
+        c2 = self.site()
+        self.assertEqual(self.get(c2, '/articles/none').status, 404)
+        self.ask(b'set /articles/x 0 0 1\r\nx\r\n')
+        self.assertEqual(self.get(c2, '/articles/x').header('Content-Type'),
+                         'application/octet-stream')
 
     def get(self, c, path, headers=(), method='GET'):
         with Conn(c.port) as conn:

@@ -10,7 +10,14 @@ import re
 import subprocess
 
 from harness import Conn, CorralTestCase, build_request, need_tool, quote
-from mcnode import Node, pylibmc
+from mcnode import Node, exchange, pylibmc
+from origin import Origin
+
+
+def node_stat(node, name):
+    """One of a memcached node's own stats."""
+    out = exchange(node.port, b'stats\r\n', until=b'END\r\n').decode()
+    return int(re.search(r'STAT %s (\d+)' % name, out).group(1))
 
 
 class Cluster(CorralTestCase):
@@ -23,7 +30,7 @@ class Cluster(CorralTestCase):
             out.append(node)
         return out
 
-    def corral(self, nodes, loc=None, upstream=None):
+    def corral(self, nodes, loc=None, upstream=None, others=None, **kw):
         l = {'memcached': quote('mc')}
         l.update(loc or {})
         up = {'servers': '{%s}' % ', '.join(quote(n.address)
@@ -32,8 +39,10 @@ class Cluster(CorralTestCase):
               'fail_timeout': '30s', 'connect_timeout': '1s',
               'read_timeout': '2s'}
         up.update(upstream or {})
-        return self.start(server={'location "/pages/"': l},
-                          **{'upstream "mc"': up})
+        server = {'location "/pages/"': l}
+        server.update(others or {})
+        kw['upstream "mc"'] = up
+        return self.start(server=server, **kw)
 
     def libmemcached(self, nodes, **behaviors):
         m = pylibmc()
@@ -77,6 +86,48 @@ class Cluster(CorralTestCase):
         self.assertEqual(len(spread), 3, 'all three nodes hold keys')
         r = self.get(c, '/pages/none.html')
         self.assertEqual(r.status, 404)
+
+    def test_a_miss_goes_to_error_page(self):
+        # nginx's memcached_pass: the node's END is a 404 that error_page
+        # sends to the application ("404 = @app": the app's status and
+        # body); the node's connection is kept all along.
+        node = self.nodes(1)[0]
+        o = Origin().start()
+        self.addCleanup(o.stop)
+        o.script('/pages/new', body=b'made by the app')
+        o.script('/pages/gone', status=410, body=b'app: gone')
+        c = self.corral([node], loc={'default_type':
+                                     'text/html; charset=utf-8',
+                                     'error_page': ['404 = @app']},
+                        upstream={'keepalive': 4},
+                        others={'location "@app"': {'proxy': quote('app')}},
+                        workers=1, _raw='upstream "app" {\n  servers = '
+                        '{"%s"}\n}\n' % o.addr)
+        mc = self.libmemcached([node])
+        mc.set('/pages/hello', b'<p>from memcached</p>')
+        r = self.get(c, '/pages/hello')
+        self.assertBody(r, b'<p>from memcached</p>')
+        self.assertEqual(r.header('Content-Type'), 'text/html; charset=utf-8')
+        conns = node_stat(node, 'total_connections')
+        for i in range(3):
+            self.assertBody(self.get(c, '/pages/new'), b'made by the app')
+        self.assertEqual(o.count('/pages/new'), 3)
+        self.assertBody(self.get(c, '/pages/gone'), b'app: gone', status=410)
+        with Conn(c.port) as conn:
+            conn.send(build_request('/pages/new', method='HEAD'))
+            r = conn.read_response(method='HEAD')
+        self.assertEqual(r.status, 200)
+        self.assertEqual(o.count('/pages/new'), 4)
+        # One more: the stats question's own.
+        self.assertEqual(node_stat(node, 'total_connections'), conns + 1)
+        mc.set('/pages/new', b'written by the app')
+        self.assertBody(self.get(c, '/pages/new'), b'written by the app')
+        self.assertEqual(o.count('/pages/new'), 4)
+        # Without error_page, a miss is corral's own 404 page.
+        c2 = self.corral([node])
+        r = self.get(c2, '/pages/none')
+        self.assertEqual(r.status, 404)
+        self.assertIn(b'404', r.body)
 
     def test_key_from_variables(self):
         nodes = self.nodes()
