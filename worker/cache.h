@@ -66,6 +66,8 @@
 	X(MEMCACHED_WIN, 'N', "a meta get's win token was handed out: "	\
 	    "the item's cas, then its key")				\
 	X(MEMCACHED_GZIP, 'Y', "the gzip copy of a memcached item served "	\
+	    "over HTTP, or empty (it does not shrink): cas, key")		\
+	X(MEMCACHED_BR,	'K', "the brotli copy of a memcached item served "	\
 	    "over HTTP, or empty (it does not shrink): cas, key")
 
 enum cache_ns {

@@ -8,8 +8,8 @@
  * Last-Modified, so conditional requests and ranges work as for files.
  * With memcached_gzip_flag, an item whose flags have those bits is sent
  * with Content-Encoding: gzip (as SuperCache stores its pages); with gzip
- * on, other items of gzip_types are compressed once into the store for
- * every worker and client that takes gzip.  A miss is a 404, for
+ * or brotli on, other items of gzip_types are compressed once into the
+ * store, for every worker and client that takes the encoding.  A miss is a 404, for
  * error_page to pass on to the application.
  */
 #include <inttypes.h>
@@ -30,7 +30,6 @@
 #include "worker/static.h"
 #include "worker/vars.h"
 
-#define GZ_LINES	"Content-Encoding: gzip\r\nVary: Accept-Encoding\r\n"
 #define VARY_LINE	"Vary: Accept-Encoding\r\n"
 
 struct part {
@@ -86,26 +85,45 @@ mc_http_request_key(const struct conn *c, const struct config_location *l,
 	return n < 0 ? 0 : mc_http_key(buf, (size_t)n, key);
 }
 
+/* The copies made of pages, best first on a tie (as for files). */
+enum mc_enc { MCE_BR, MCE_GZIP, MCE_COUNT };
+
+static const struct {
+	char ns;			/* of the copy's store key */
+	const char *lines;		/* Content-Encoding, Vary */
+	const char *suffix;		/* of its entity tag */
+	char *(*compress)(const struct config *, const char *, size_t,
+	    size_t *);
+} encs[MCE_COUNT] = {
+	[MCE_BR] = { CACHE_NS_MEMCACHED_BR, "Content-Encoding: br\r\n"
+	    VARY_LINE, "br", brotli_bytes },
+	[MCE_GZIP] = { CACHE_NS_MEMCACHED_GZIP, "Content-Encoding: gzip\r\n"
+	    VARY_LINE, "gz", gzip_bytes },
+};
+static const char *const enc_token[MCE_COUNT] = {
+	[MCE_BR] = "br", [MCE_GZIP] = "gzip",
+};
+
 /*
- * The item's gzip copy, made once for every worker (the store's lease
- * picks the one that compresses) and keyed by the item's cas, so a new
- * value never finds an old copy.  False: answer uncompressed (it does
+ * The item's copy in encoding e, made once for every worker (the store's
+ * lease picks the one that compresses) and keyed by the item's cas, so a
+ * new value never finds an old copy.  False: answer otherwise (it does
  * not shrink, or another worker is compressing it right now).
  */
 static bool
-gzip_copy(const char *key, size_t klen, const struct mc_got *g,
+enc_copy(enum mc_enc e, const char *key, size_t klen, const struct mc_got *g,
     struct store_ref *out)
 {
 	struct store *s = worker.store;
-	char gkey[1 + 8 + MC_KEY_MAX], *gz;
+	char zkey[1 + 8 + MC_KEY_MAX], *z;
 	enum store_result lr;
 	struct store_ref l;
-	size_t glen = 0, n = 9 + klen;
+	size_t zlen = 0, n = 9 + klen;
 
-	gkey[0] = CACHE_NS_MEMCACHED_GZIP;
-	memcpy(gkey + 1, &g->ref.cas, 8);
-	memcpy(gkey + 9, key, klen);
-	lr = store_lookup(s, gkey, n, &l);
+	zkey[0] = encs[e].ns;
+	memcpy(zkey + 1, &g->ref.cas, 8);
+	memcpy(zkey + 9, key, klen);
+	lr = store_lookup(s, zkey, n, &l);
 	if (lr == STORE_HIT) {
 		*out = l;
 		if (l.len > 0)
@@ -117,29 +135,29 @@ gzip_copy(const char *key, size_t klen, const struct mc_got *g,
 		store_release(s, &l);
 	if (lr != STORE_LEASE && lr != STORE_STALE_LEASE)
 		return false;
-	gz = gzip_bytes(worker.cf, g->data, g->len, &glen);
-	if (gz == NULL || glen >= g->len)
-		glen = 0;
-	if (store_set(s, gkey, n, gz, glen, g->ref.expires, 0) != STORE_OK)
-		store_lease_release(s, gkey, n);
-	free(gz);
-	return glen > 0 && store_get(s, gkey, n, out) == STORE_HIT;
+	z = encs[e].compress(worker.cf, g->data, g->len, &zlen);
+	if (z == NULL || zlen >= g->len)
+		zlen = 0;
+	if (store_set(s, zkey, n, z, zlen, g->ref.expires, 0) != STORE_OK)
+		store_lease_release(s, zkey, n);
+	free(z);
+	return zlen > 0 && store_get(s, zkey, n, out) == STORE_HIT;
 }
 
-/* 200 with the gzip copy (conditionals on its own entity tag). */
+/* 200 with the copy z in encoding e (conditionals on its entity tag). */
 static void
-answer_gzip(struct conn *c, const char *type, const char *date,
-    const struct mc_got *g, struct store_ref *gz)
+answer_enc(struct conn *c, enum mc_enc e, const char *type, const char *date,
+    const struct mc_got *g, struct store_ref *z)
 {
 	const struct http_request *r = conn_req(c);
 	char etag[40];
 	struct pin *pin;
 	int elen;
 
-	elen = snprintf(etag, sizeof(etag), "\"%" PRIx64 "-gz\"",
-	    g->ref.cas);
+	elen = snprintf(etag, sizeof(etag), "\"%" PRIx64 "-%s\"",
+	    g->ref.cas, encs[e].suffix);
 	if (http_conditional(r, etag, (size_t)elen, g->item->time) == 304) {
-		store_release(worker.store, gz);
+		store_release(worker.store, z);
 		resp_status(c, 304);
 		resp_headerf(c, "ETag: %s", etag);
 		resp_headerf(c, "Last-Modified: %s", date);
@@ -152,15 +170,41 @@ answer_gzip(struct conn *c, const char *type, const char *date,
 	resp_headerf(c, "Content-Type: %s", type);
 	resp_headerf(c, "ETag: %s", etag);
 	resp_headerf(c, "Last-Modified: %s", date);
-	resp_header(c, GZ_LINES, sizeof(GZ_LINES) - 1);
-	resp_end_headers(c, (int64_t)gz->len);
-	if (resp_is_head(c) || (pin = pin_take(gz)) == NULL) {
-		store_release(worker.store, gz);
+	resp_header(c, encs[e].lines, strlen(encs[e].lines));
+	resp_end_headers(c, (int64_t)z->len);
+	if (resp_is_head(c) || (pin = pin_take(z)) == NULL) {
+		store_release(worker.store, z);
 	} else {
-		resp_body_pin(c, pin, 0, gz->len);
+		resp_body_pin(c, pin, 0, z->len);
 		pin_put(pin);
 	}
-	resp_done(c, 200, resp_is_head(c) ? 0 : gz->len);
+	resp_done(c, 200, resp_is_head(c) ? 0 : z->len);
+}
+
+/*
+ * Answers with the copy the client weighs highest (Accept-Encoding's
+ * q-values, as files and cached responses), made once; one that does not
+ * shrink lets the next best try.  False: the item itself goes out.
+ */
+static bool
+answer_encoded(struct conn *c, const char *type, const char *date,
+    const char *key, size_t klen, const struct mc_got *g, unsigned offer)
+{
+	struct span ae = http_header_get(conn_req(c), "Accept-Encoding");
+	struct store_ref z;
+	int pick;
+
+	if (ae.p == NULL)
+		return false;
+	while (offer != 0 &&
+	    (pick = http_encoding_pick(ae, enc_token, MCE_COUNT, offer)) >= 0) {
+		if (enc_copy((enum mc_enc)pick, key, klen, g, &z)) {
+			answer_enc(c, (enum mc_enc)pick, type, date, g, &z);
+			return true;
+		}
+		offer &= ~(1u << pick);
+	}
+	return false;
 }
 
 static void
@@ -173,8 +217,8 @@ answer(struct conn *c, const struct config_location *l, const char *path,
 	bool gz = l->memcached_gzip_flag != 0 &&
 	    (g->ref.flags & l->memcached_gzip_flag) != 0, vary;
 	struct part part = { NULL, sizeof(struct mc_item) };
-	struct store_ref zref;
 	struct resp_rep rep;
+	unsigned offer = 0;
 	int n, elen;
 
 	if (type == NULL)
@@ -182,14 +226,14 @@ answer(struct conn *c, const struct config_location *l, const char *path,
 		    worker.cf->default_type;
 	http_date_format((time_t)g->item->time, date);
 	/* Compressed once, for every worker, when the client takes it. */
-	vary = !gz && worker.cf->gzip && g->len >= worker.cf->gzip_min_length &&
-	    gzip_type(worker.cf, type, strlen(type));
+	if (!gz && g->len >= worker.cf->gzip_min_length &&
+	    gzip_type(worker.cf, type, strlen(type)))
+		offer = (worker.cf->brotli ? 1u << MCE_BR : 0) |
+		    (worker.cf->gzip ? 1u << MCE_GZIP : 0);
+	vary = offer != 0;
 	if (vary && r->range.p == NULL &&
-	    http_accepts_gzip(http_header_get(r, "Accept-Encoding")) &&
-	    gzip_copy(key, klen, g, &zref)) {
-		answer_gzip(c, type, date, g, &zref);
+	    answer_encoded(c, type, date, key, klen, g, offer))
 		return;
-	}
 	elen = snprintf(etag, sizeof(etag), "\"%" PRIx64 "\"", g->ref.cas);
 	switch (http_conditional(r, etag, (size_t)elen, g->item->time)) {
 	case 304:

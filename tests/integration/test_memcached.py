@@ -426,7 +426,7 @@ class ListenChecked(CorralTestCase):
 class Pages(Listener):
     """Pages written through the listener, served by a location."""
 
-    def site(self, loc=None, others=None, **kw):
+    def site(self, loc=None, others=None, cache=None, **kw):
         l = {'memcached_key': Raw('"$uri"')}
         l.update(loc or {})
         server = {'location "/articles/"': l}
@@ -434,7 +434,8 @@ class Pages(Listener):
         self.mc_port = free_port()
         return self.start(memcached={'listen': ['127.0.0.1:%d' %
                                                 self.mc_port]},
-                          cache={'size': Raw('64m')}, server=server, **kw)
+                          cache=cache or {'size': Raw('64m')},
+                          server=server, **kw)
 
     def app(self):
         o = Origin().start()
@@ -570,6 +571,66 @@ class Pages(Listener):
         # $uri is the normalised path: the same key.
         self.assertBody(get('/articles/./x/../p.html', 'a.test'), b'plain')
         self.assertEqual(get('/articles/p.html?v=3', 'a.test').status, 404)
+
+    def store_sets(self, c):
+        """The store's sets now (a store file is read as it is)."""
+        out = subprocess.run([BIN, '-s', '-j', '-c', c.conf_path],
+                             capture_output=True, text=True, timeout=10)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        return json.loads(out.stdout)['cache']['store']['sets']
+
+    def test_brotli_copy_chosen_by_q_values_made_once(self):
+        import gzip
+        from test_site_encoding import unbrotli	# here: not its tests
+        d = tempfile.mkdtemp(prefix='corral-mc-')
+        os.chmod(d, 0o755)
+        self.addCleanup(shutil.rmtree, d, True)
+        c = self.site(gzip=True, brotli=True, workers=2,
+                      cache={'size': Raw('64m'),
+                             'path': os.path.join(d, 'store')},
+                      stats_file=Raw(quote(os.path.join(d, 'stats'))))
+        page = b'<p>' + b'all work and no play ' * 100 + b'</p>'
+        self.assertEqual(self.ask(b'set /articles/b.html 0 0 %d\r\n' %
+                                  len(page) + page + b'\r\n'), b'STORED\r\n')
+        sets = self.store_sets(c)
+        for i in range(6):	# new connections, to either worker
+            r = self.get(c, '/articles/b.html',
+                         headers=[('Accept-Encoding', 'gzip, br')])
+            self.assertEqual(r.status, 200)
+            self.assertEqual(r.header('Content-Encoding'), 'br')
+            self.assertEqual(r.header('Vary'), 'Accept-Encoding')
+            self.assertEqual(unbrotli(r.body), page)
+            self.assertLess(len(r.body), len(page))
+        etag = r.header('ETag')
+        self.assertTrue(etag.endswith('-br"'), etag)
+        # Made once, for every worker: one store set.
+        self.assertEqual(self.store_sets(c), sets + 1)
+        r = self.get(c, '/articles/b.html',
+                     headers=[('Accept-Encoding', 'br'),
+                              ('If-None-Match', etag)])
+        self.assertEqual(r.status, 304)
+        self.assertEqual(r.header('ETag'), etag)
+        # The client's weights choose.
+        r = self.get(c, '/articles/b.html',
+                     headers=[('Accept-Encoding', 'gzip;q=1, br;q=0.5')])
+        self.assertEqual(r.header('Content-Encoding'), 'gzip')
+        self.assertEqual(gzip.decompress(r.body), page)
+        self.assertTrue(r.header('ETag').endswith('-gz"'))
+        r = self.get(c, '/articles/b.html',
+                     headers=[('Accept-Encoding', 'br;q=0, gzip;q=0')])
+        self.assertBody(r, page)
+        self.assertIsNone(r.header('Content-Encoding'))
+        r = self.get(c, '/articles/b.html',
+                     headers=[('Accept-Encoding', 'br')])
+        self.assertEqual(unbrotli(r.body), page)
+        self.assertEqual(self.store_sets(c), sets + 2)
+        # A new value gets new copies.
+        page2 = page.replace(b'play', b'rest')
+        self.ask(b'set /articles/b.html 0 0 %d\r\n' % len(page2) + page2 +
+                 b'\r\n')
+        r = self.get(c, '/articles/b.html',
+                     headers=[('Accept-Encoding', 'br')])
+        self.assertEqual(unbrotli(r.body), page2)
 
     def test_gzip_copy_made_once(self):
         import gzip
