@@ -179,14 +179,18 @@ bool cache_refreshing(const struct cache_req *cr);
 /*
  * The second level (cache { l2 = ... }, worker/cache_l2.c): whether this
  * miss, which fills the key, asks the cluster first; the get (NULL when no
- * node is up: fetch); and its value, stored here and the lease ended
- * (false when it is not a fresh object: fetch).
+ * node is up: fetch), which asks for the URL's variant too when the URL
+ * is not here (one round trip when its Vary names are ones seen lately);
+ * and its answer, stored here and the lease ended (false when it is not a
+ * fresh object: fetch).
  */
 struct mc_call;
+struct mc_value;
 bool cache_l2_wanted(const struct cache_req *cr);
 struct mc_call *cache_l2_get(struct cache_req *cr,
-    void (*cb)(void *arg, const char *data, size_t len), void *arg);
-bool cache_l2_fill(struct cache_req *cr, const char *data, size_t len);
+    void (*cb)(void *arg, const struct mc_value *v, size_t n), void *arg);
+bool cache_l2_fill(struct cache_req *cr, const struct mc_value *v,
+    size_t n);
 
 /* The response may be stored: the handler keeps a copy of the request's
  * fields for cache_decide, and fetches a HEAD as GET. */

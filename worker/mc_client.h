@@ -14,21 +14,36 @@
 struct mc_call;
 struct upstream;
 
-/* The value of a get, or data NULL: a miss, a timeout, a failure. */
-typedef void (*mc_get_cb)(void *arg, const char *data, size_t len);
+#define MC_GET_KEYS	8		/* the most keys of one get */
+
+/* A key of a get and its value: data NULL for a miss, a timeout or a
+ * failure of its node. */
+struct mc_value {
+	const char *key;
+	size_t klen;
+	const char *data;
+	size_t len;
+};
+
+/* The get's answer, v[i] for its key i; valid during the call. */
+typedef void (*mc_get_cb)(void *arg, const struct mc_value *v, size_t n);
 
 /*
- * Starts a get; cb is called once, later, unless cancelled.  NULL (and
- * no call) when no node is up or nothing could be started.
+ * Starts a get of n keys (at most MC_GET_KEYS): one "get k1 k2 ..." to
+ * each node that holds some, all at once; cb is called once, later, when
+ * every node answered or timed out, unless cancelled.  NULL (and no call)
+ * when no node is up or nothing could be started.
  */
-struct mc_call *mc_client_get(struct upstream *u, const char *key,
-    size_t klen, int timeout_ms, mc_get_cb cb, void *arg);
+struct mc_call *mc_client_get(struct upstream *u, const char *const *keys,
+    const size_t *klens, size_t n, int timeout_ms, mc_get_cb cb, void *arg);
 /* The get's caller is gone: cb will not be called. */
-void mc_client_cancel(struct mc_call *op);
+void mc_client_cancel(struct mc_call *call);
 
-/* Stores (with memcached's TTL rules) or deletes, without waiting. */
+/* Stores plen bytes at pre then vlen at val as one value (with
+ * memcached's TTL rules), or deletes, without waiting. */
 void mc_client_set(struct upstream *u, const char *key, size_t klen,
-    const void *val, size_t vlen, int64_t ttl, int timeout_ms);
+    const void *pre, size_t plen, const void *val, size_t vlen, int64_t ttl,
+    int timeout_ms);
 void mc_client_delete(struct upstream *u, const char *key, size_t klen,
     int timeout_ms);
 

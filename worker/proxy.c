@@ -544,13 +544,13 @@ static const struct upstream_handler px_handler = {
 
 /* L2 answered: a hit is stored here and answered, else the origin. */
 static void
-px_l2_cb(void *arg, const char *data, size_t len)
+px_l2_cb(void *arg, const struct mc_value *v, size_t n)
 {
 	struct proxy *px = arg;
 
 	px->l2 = NULL;
 	worker_update_time();
-	if (data != NULL && cache_l2_fill(px->cr, data, len)) {
+	if (cache_l2_fill(px->cr, v, n)) {
 		px_run(px, PX_LOOKUP);
 		return;
 	}

@@ -108,3 +108,97 @@ def exchange(port, data, until=None, timeout=1.0, host='127.0.0.1'):
     finally:
         s.close()
     return out
+
+
+class CountingProxy:
+    """
+    A TCP relay in front of a memcached node that records the get
+    commands its clients send (each a list of keys), so a test can count
+    round trips: "get k1 k2" is one, two "get k" are two.
+    """
+
+    def __init__(self, node):
+        import threading
+        self.node = node
+        self.gets = []
+        self.lock = threading.Lock()
+        self.sock = socket.socket()
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(('127.0.0.1', 0))
+        self.sock.listen(16)
+        self.port = self.sock.getsockname()[1]
+        self.conns = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    @property
+    def address(self):
+        return '127.0.0.1:%d' % self.port
+
+    def _accept(self):
+        import threading
+        while True:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                return
+            s = socket.create_connection(('127.0.0.1', self.node.port))
+            with self.lock:
+                self.conns += [c, s]
+            threading.Thread(target=self._up, args=(c, s),
+                             daemon=True).start()
+            threading.Thread(target=self._pump, args=(s, c),
+                             daemon=True).start()
+
+    def _up(self, src, dst):
+        """Client to node, noting each get line as it passes."""
+        buf, skip = b'', 0
+        while True:
+            try:
+                d = src.recv(65536)
+            except OSError:
+                d = b''
+            if not d:
+                dst.close()
+                return
+            dst.sendall(d)
+            buf += d
+            while True:
+                if skip:		# a set's data block
+                    n = min(skip, len(buf))
+                    buf, skip = buf[n:], skip - n
+                    if skip:
+                        break
+                if b'\r\n' not in buf:
+                    break
+                cmd, buf = buf.split(b'\r\n', 1)
+                if cmd.startswith(b'get '):
+                    with self.lock:
+                        self.gets.append(cmd.split()[1:])
+                elif cmd.startswith(b'set '):
+                    skip = int(cmd.split()[4]) + 2
+
+    def _pump(self, src, dst):
+        while True:
+            try:
+                d = src.recv(65536)
+            except OSError:
+                d = b''
+            if not d:
+                dst.close()
+                return
+            try:
+                dst.sendall(d)
+            except OSError:
+                return
+
+    def taken(self):
+        """The get commands seen since the last call."""
+        with self.lock:
+            out, self.gets = self.gets, []
+        return out
+
+    def stop(self):
+        self.sock.close()
+        with self.lock:
+            for c in self.conns:
+                c.close()

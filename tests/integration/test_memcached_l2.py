@@ -13,8 +13,17 @@ import threading
 
 from harness import (Conn, CorralTestCase, Raw, build_request, need_tool,
                      quote, wait_until)
-from mcnode import Node, exchange
+from mcnode import CountingProxy, Node, exchange
 from origin import Origin
+
+
+def node_stat(node, name):
+    """One of a memcached node's own stats."""
+    out = exchange(node.port, b'stats\r\n', until=b'END\r\n')
+    for line in out.split(b'\r\n'):
+        if line.startswith(b'STAT %s ' % name.encode()):
+            return int(line.split()[2])
+    raise AssertionError('no stat %s' % name)
 
 
 def items(nodes):
@@ -41,9 +50,9 @@ class SecondLevel(CorralTestCase):
             self.addCleanup(n.stop)
             self.nodes.append(n)
 
-    def corral(self, workers=1):
+    def corral(self, workers=1, nodes=None):
         up = {'servers': '{%s}' % ', '.join(quote(n.address)
-                                            for n in self.nodes),
+                                            for n in nodes or self.nodes),
               'protocol': 'memcached', 'max_fails': 1,
               'fail_timeout': '30s', 'connect_timeout': '200ms'}
         app = {'servers': '{%s}' % quote(self.origin.addr)}
@@ -105,6 +114,53 @@ class SecondLevel(CorralTestCase):
         self.assertBody(r, b'page in de\n')
         self.assertEqual(r.header('X-Cache'), 'HIT')
         self.assertEqual(self.origin.count('/v'), 2)
+
+    def test_a_variant_and_its_url_in_one_round_trip(self):
+        # One node behind a relay that counts get commands.  B learns the
+        # Vary list from /v1 (the URL's get, then its variant's); then
+        # /v2, whose names are the same, is one "get URL VARIANT".
+        made = []
+
+        def answer(method, h):
+            made.append(1)		# each answer is told apart
+            lang = h.get('accept-language', 'none')
+            return 200, [('Vary', 'Accept-Language'),
+                         ('Cache-Control', 'max-age=60')], \
+                ('page in %s, %d\n' % (lang, len(made))).encode()
+        self.origin.script('/v1', fn=answer)
+        self.origin.script('/v2', fn=answer)
+        relay = CountingProxy(self.nodes[0])
+        self.addCleanup(relay.stop)
+        a, b = self.corral(nodes=[relay]), self.corral(nodes=[relay])
+        fr = [('Accept-Language', 'fr')]
+        one = self.get(a, '/v1', headers=fr).body
+        two = self.get(a, '/v2', headers=fr).body
+        wait_until(lambda: items(self.nodes[:1]) >= 4, 5)
+        relay.taken()
+        r = self.get(b, '/v1', headers=fr)
+        self.assertBody(r, one)
+        self.assertEqual(r.header('X-Cache'), 'HIT')
+        self.assertEqual(len(relay.taken()), 2)	# B knew no Vary list
+        hits = node_stat(self.nodes[0], 'get_hits')
+        r = self.get(b, '/v2', headers=fr)
+        self.assertBody(r, two)
+        self.assertEqual(r.header('X-Cache'), 'HIT')
+        gets = relay.taken()
+        self.assertEqual(len(gets), 1, gets)	# one round trip
+        self.assertEqual(len(gets[0]), 2, gets)	# the URL, the variant
+        self.assertEqual(node_stat(self.nodes[0], 'get_hits'), hits + 2)
+        self.assertEqual(self.origin.count('/v1') +
+                         self.origin.count('/v2'), 2)
+        # A variant of a purged spec is never taken for the new spec's.
+        self.assertEqual(self.get(a, '/v1', method='PURGE').status, 200)
+        de = [('Accept-Language', 'de')]
+        self.assertBody(self.get(a, '/v1', headers=de), b'page in de, 3\n')
+        wait_until(lambda: items(self.nodes[:1]) >= 4, 5)
+        c = self.corral(nodes=[relay])
+        self.get(c, '/v2', headers=fr)		# c learns the Vary list
+        r = self.get(c, '/v1', headers=fr)
+        self.assertBody(r, b'page in fr, 4\n')
+        self.assertEqual(r.header('X-Cache'), 'MISS')
 
     def test_purge_deletes_in_the_cluster(self):
         a, b = self.corral(), self.corral()
