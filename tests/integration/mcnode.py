@@ -144,40 +144,36 @@ class CountingProxy:
             s = socket.create_connection(('127.0.0.1', self.node.port))
             with self.lock:
                 self.conns += [c, s]
-            threading.Thread(target=self._up, args=(c, s),
+            threading.Thread(target=self._pump,
+                             args=(c, s, self._watcher()),
                              daemon=True).start()
             threading.Thread(target=self._pump, args=(s, c),
                              daemon=True).start()
 
-    def _up(self, src, dst):
-        """Client to node, noting each get line as it passes."""
-        buf, skip = b'', 0
-        while True:
-            try:
-                d = src.recv(65536)
-            except OSError:
-                d = b''
-            if not d:
-                dst.close()
-                return
-            dst.sendall(d)
-            buf += d
+    def _watcher(self):
+        """Notes the get lines of one client's bytes, as they come."""
+        st = {'buf': b'', 'skip': 0}
+
+        def note(d):
+            st['buf'] += d
             while True:
-                if skip:		# a set's data block
-                    n = min(skip, len(buf))
-                    buf, skip = buf[n:], skip - n
-                    if skip:
-                        break
-                if b'\r\n' not in buf:
-                    break
-                cmd, buf = buf.split(b'\r\n', 1)
+                if st['skip']:		# a set's data block
+                    n = min(st['skip'], len(st['buf']))
+                    st['buf'] = st['buf'][n:]
+                    st['skip'] -= n
+                    if st['skip']:
+                        return
+                if b'\r\n' not in st['buf']:
+                    return
+                cmd, st['buf'] = st['buf'].split(b'\r\n', 1)
                 if cmd.startswith(b'get '):
                     with self.lock:
                         self.gets.append(cmd.split()[1:])
                 elif cmd.startswith(b'set '):
-                    skip = int(cmd.split()[4]) + 2
+                    st['skip'] = int(cmd.split()[4]) + 2
+        return note
 
-    def _pump(self, src, dst):
+    def _pump(self, src, dst, note=None):
         while True:
             try:
                 d = src.recv(65536)
@@ -186,6 +182,8 @@ class CountingProxy:
             if not d:
                 dst.close()
                 return
+            if note is not None:
+                note(d)
             try:
                 dst.sendall(d)
             except OSError:
