@@ -153,9 +153,11 @@ class SecondLevel(CorralTestCase):
                          self.origin.count('/v2'), 2)
         # A variant of a purged spec is never taken for the new spec's.
         self.assertEqual(self.get(a, '/v1', method='PURGE').status, 200)
+        wait_until(lambda: items(self.nodes[:1]) == 3, 5)  # the spec went
         de = [('Accept-Language', 'de')]
         self.assertBody(self.get(a, '/v1', headers=de), b'page in de, 3\n')
-        wait_until(lambda: items(self.nodes[:1]) >= 4, 5)
+        # The new spec and its de variant; the old fr variant stays.
+        wait_until(lambda: items(self.nodes[:1]) == 5, 5)
         c = self.corral(nodes=[relay])
         self.get(c, '/v2', headers=fr)		# c learns the Vary list
         r = self.get(c, '/v1', headers=fr)
