@@ -129,6 +129,33 @@ class Cluster(CorralTestCase):
         self.assertEqual(r.status, 404)
         self.assertIn(b'404', r.body)
 
+    def test_a_miss_of_a_caching_location_is_not_stored(self):
+        # With cache = on the miss still goes to error_page, each time
+        # (nothing is stored for it), and the value the app writes later
+        # is cached.
+        node = self.nodes(1)[0]
+        o = Origin().start()
+        self.addCleanup(o.stop)
+        o.script('/pages/new', body=b'made by the app')
+        c = self.corral([node], loc={'cache': True, 'cache_ttl': 60,
+                                     'error_page': ['404 = @app']},
+                        others={'location "@app"': {'proxy': quote('app')}},
+                        workers=1, cache={'size': '32m'},
+                        _raw='upstream "app" {\n  servers = {"%s"}\n}\n' %
+                        o.addr)
+        for i in range(3):
+            self.assertBody(self.get(c, '/pages/new'), b'made by the app')
+        self.assertEqual(o.count('/pages/new'), 3)
+        self.libmemcached([node]).set('/pages/new', b'written')
+        r = self.get(c, '/pages/new')
+        self.assertBody(r, b'written')
+        self.assertEqual(r.header('X-Cache'), 'MISS')
+        node.stop()
+        r = self.get(c, '/pages/new')
+        self.assertBody(r, b'written')
+        self.assertEqual(r.header('X-Cache'), 'HIT')
+        self.assertEqual(o.count('/pages/new'), 3)
+
     def test_key_from_variables(self):
         nodes = self.nodes()
         c = self.corral(nodes, loc={'memcached_key':
