@@ -144,7 +144,7 @@ static void
 gather(const struct conn *c, const struct log_format *f, int status,
     uint64_t body_bytes, struct log_values *v)
 {
-	const struct http_request *r = &c->req;
+	const struct http_request *r = &c->rq->req;
 	bool req = r->method_name.p != NULL;
 
 	memset(v, 0, sizeof(*v));
@@ -169,11 +169,11 @@ gather(const struct conn *c, const struct log_format *f, int status,
 	if (log_format_uses(f, LOG_V_time_iso8601))
 		v->time_iso8601 = iso_time();
 	v->now_ms = worker.now_ms;
-	v->upstream_addr = span_of(c->log.upstream_addr);
-	v->upstream_status = c->log.upstream_status;
-	v->upstream_connect_us = c->log.upstream_connect_us - 1;
-	v->upstream_response_us = c->log.upstream_response_us - 1;
-	v->cache_status = span_of(c->log.cache_status);
+	v->upstream_addr = span_of(c->rq->log.upstream_addr);
+	v->upstream_status = c->rq->log.upstream_status;
+	v->upstream_connect_us = c->rq->log.upstream_connect_us - 1;
+	v->upstream_response_us = c->rq->log.upstream_response_us - 1;
+	v->cache_status = span_of(c->rq->log.cache_status);
 	v->ssl_protocol = span_of(c->tls_protocol);
 	if (log_format_uses(f, LOG_V_request_id))
 		snprintf(v->request_id, sizeof(v->request_id),
@@ -204,7 +204,7 @@ resp_done(struct conn *c, int status, uint64_t body_bytes)
 		if (worker.cf->log_flush_ms == 0)
 			alog_write(al);
 	}
-	memset(&c->log, 0, sizeof(c->log));
+	memset(&c->rq->log, 0, sizeof(c->rq->log));
 }
 
 /* Writes what is buffered and frees the buffers; at exit. */

@@ -121,7 +121,7 @@ bool
 auth_check(struct conn *c, const struct config_location *l)
 {
 	const struct config_htpasswd *f;
-	struct span v = http_header_get(&c->req, "Authorization");
+	struct span v = http_header_get(&c->rq->req, "Authorization");
 	char cred[AUTH_MAX + 1], *colon;
 	XXH128_hash_t h;
 	ssize_t n;

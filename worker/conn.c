@@ -41,6 +41,7 @@
 
 static struct conn *all_conns;
 static uint64_t conn_serial;
+static struct conn_rq rq_none;	/* of connections without a request */
 
 static void conn_close(struct conn *c);
 static void conn_process(struct conn *c);
@@ -59,16 +60,16 @@ void
 conn_log_upstream(struct conn *c, const char *addr, int status,
     int64_t connect_us, int64_t response_us)
 {
-	c->log.upstream_addr = addr;
-	c->log.upstream_status = status;
-	c->log.upstream_connect_us = connect_us < 0 ? 0 : connect_us + 1;
-	c->log.upstream_response_us = response_us < 0 ? 0 : response_us + 1;
+	c->rq->log.upstream_addr = addr;
+	c->rq->log.upstream_status = status;
+	c->rq->log.upstream_connect_us = connect_us < 0 ? 0 : connect_us + 1;
+	c->rq->log.upstream_response_us = response_us < 0 ? 0 : response_us + 1;
 }
 
 void
 conn_log_cache(struct conn *c, const char *status)
 {
-	c->log.cache_status = status;
+	c->rq->log.cache_status = status;
 }
 
 void
@@ -80,7 +81,7 @@ conn_log_tls(struct conn *c, const char *protocol)
 const struct http_request *
 conn_req(const struct conn *c)
 {
-	return &c->req;
+	return &c->rq->req;
 }
 
 const struct config_server *
@@ -178,7 +179,7 @@ conn_save_request(struct conn *c, char *buf, size_t size,
     struct http_header *hdrs)
 {
 	static const char *const names[] = { "Referer", "User-Agent" };
-	struct http_request *r = &c->req;
+	struct http_request *r = &c->rq->req;
 	struct span v;
 	size_t used = 0, n = 0, i;
 
@@ -354,9 +355,9 @@ timeout408:
 static void
 req_forget(struct conn *c)
 {
-	memset(&c->req.method_name, 0, sizeof(c->req.method_name));
-	c->req.headers = NULL;
-	c->req.nheaders = 0;
+	memset(&c->rq->req.method_name, 0, sizeof(c->rq->req.method_name));
+	c->rq->req.headers = NULL;
+	c->rq->req.nheaders = 0;
 }
 
 /* Counts the connection as writing a response, or no longer. */
@@ -659,7 +660,7 @@ body_max(const struct conn *c)
 static bool
 body_begin(struct conn *c)
 {
-	struct http_request *r = &c->req;
+	struct http_request *r = &c->rq->req;
 	uint64_t max = body_max(c);
 
 	c->body_seen = 0;
@@ -673,7 +674,7 @@ body_begin(struct conn *c)
 		return false;
 	}
 	if (c->body_chunked)
-		http_chunked_init(&c->chunk);
+		http_chunked_init(&c->rq->chunk);
 	if (r->expect_continue && (c->body_left > 0 || c->body_chunked) &&
 	    c->ipos == c->ilen)
 		obuf_add(c, "HTTP/1.1 100 Continue\r\n\r\n", 25);
@@ -708,7 +709,7 @@ body_consume(struct conn *c)
 		return c->body_left == 0 ? 0 : HTTP_AGAIN;
 	}
 	used = avail;
-	rc = http_chunked_decode(&c->chunk, p, &used, &data);
+	rc = http_chunked_decode(&c->rq->chunk, p, &used, &data);
 	c->ipos += used;
 	if (c->px != NULL && rc != HTTP_ERROR && (data > 0 || rc == HTTP_OK))
 		proxy_body(c->px, p, data, rc == HTTP_OK);
@@ -729,7 +730,7 @@ keepalive_allowed(const struct conn *c)
 {
 	const struct config *cf = worker.cf;
 
-	if (!c->req.keepalive || worker.quitting ||
+	if (!c->rq->req.keepalive || worker.quitting ||
 	    cf->keepalive_timeout_ms == 0)
 		return false;
 	return cf->keepalive_requests == 0 ||
@@ -740,7 +741,7 @@ keepalive_allowed(const struct conn *c)
 static bool
 parse_one(struct conn *c)
 {
-	struct http_request *r = &c->req;
+	struct http_request *r = &c->rq->req;
 	enum route_action act;
 	ssize_t n;
 
@@ -798,7 +799,7 @@ parse_one(struct conn *c)
 static bool
 request_go(struct conn *c, enum route_action act)
 {
-	struct http_request *r = &c->req;
+	struct http_request *r = &c->rq->req;
 	bool has_body, answered = false;
 	int rc;
 
@@ -944,6 +945,9 @@ ibuf_release(struct conn *c)
 	else
 		free(c->ibuf);
 	c->ibuf = NULL;
+	if (c->rq != &rq_none)
+		buf_put(BUF_RQ, c->rq);
+	c->rq = &rq_none;
 	c->isize = c->ilen = c->ipos = c->scan = 0;
 }
 
@@ -955,6 +959,7 @@ static bool
 ibuf_room(struct conn *c)
 {
 	size_t max = worker.cf->max_header_size + 1, size;
+	struct conn_rq *rq;
 	char *p;
 
 	if (c->ibuf == NULL) {
@@ -962,6 +967,14 @@ ibuf_room(struct conn *c)
 			log_at(L_ERROR, errno, "input buffer");
 			return false;
 		}
+		if ((rq = buf_get(BUF_RQ)) == NULL) {
+			log_at(L_ERROR, errno, "request");
+			buf_put(BUF_IN, c->ibuf);
+			c->ibuf = NULL;
+			return false;
+		}
+		memset(rq, 0, sizeof(*rq));
+		c->rq = rq;
 		c->isize = IBUF_INIT;
 	}
 	if (c->ilen < c->isize)
@@ -1088,7 +1101,7 @@ static void
 real_ip(struct conn *c)
 {
 	const struct config *cf = worker.cf;
-	const struct http_request *r = &c->req;
+	const struct http_request *r = &c->rq->req;
 	const char *name;
 	struct sockaddr_storage ss;
 	struct span v[REALIP_LINES];
@@ -1155,6 +1168,7 @@ conn_accept(int fd, const struct sockaddr *sa, socklen_t salen,
 	c->serial = ++conn_serial;
 	c->fd = fd;
 	c->lc_zone = -1;
+	c->rq = &rq_none;
 	format_peer(c, sa);
 	c->lidx = listen_idx;
 	c->all_next = all_conns;

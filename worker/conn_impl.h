@@ -75,6 +75,18 @@ struct conn_log {
 	int64_t upstream_response_us;	/* plus one; 0: none */
 };
 
+/*
+ * What a connection holds only while it has a request: lent with the
+ * input buffer and given back with it (bufpool.c), so that an idle
+ * keep-alive connection does not carry it.  A connection without one
+ * points at an empty, shared one that nothing writes but zeros.
+ */
+struct conn_rq {
+	struct http_request req;
+	struct http_chunked chunk;
+	struct conn_log log;
+};
+
 struct conn {
 	int fd;
 	char *pp;		/* CS_PROXY: the header's bytes so far */
@@ -96,7 +108,7 @@ struct conn {
 	unsigned nreq;
 	uint64_t req_start_us;	/* when the request's first byte came */
 	uint64_t serial;	/* this worker's connection number */
-	struct conn_log log;
+	struct conn_rq *rq;	/* never NULL (see struct conn_rq) */
 	const char *tls_protocol;	/* "TLSv1.3", or NULL: plain */
 	struct event rev;
 	struct event *wev;	/* only while waiting to write */
@@ -109,7 +121,6 @@ struct conn {
 	char *ibuf;
 	size_t isize, ilen, ipos, scan;
 
-	struct http_request req;
 	size_t srv;
 	const struct config_location *loc;	/* of the current request */
 	int resp_status;	/* of the response being built */
@@ -120,7 +131,6 @@ struct conn {
 	uint64_t body_left;
 	uint64_t body_seen;
 	bool body_chunked;
-	struct http_chunked chunk;
 	struct proxy *px;	/* a proxied response is in flight */
 
 	struct oseg *segs;	/* OSEG_MAX of them, or NULL when idle */
@@ -143,9 +153,10 @@ struct conn {
 /*
  * bufpool.c: the buffers a connection holds only while it is busy.  The
  * input and output buffers start at these sizes (and grow with malloc()
- * beyond them); the segment array is OSEG_MAX segments.
+ * beyond them); the segment array is OSEG_MAX segments; BUF_RQ is a
+ * struct conn_rq.
  */
-enum buf_kind { BUF_IN, BUF_OUT, BUF_SEGS, BUF_KINDS };
+enum buf_kind { BUF_IN, BUF_OUT, BUF_SEGS, BUF_RQ, BUF_KINDS };
 
 /* A buffer of kind k, from the free list or malloc(); NULL when out of
  * memory. */

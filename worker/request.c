@@ -553,7 +553,7 @@ enum route_action
 request_route(struct conn *c)
 {
 	const struct config_server *s = &worker.cf->servers[c->srv];
-	const struct http_request *r = &c->req;
+	const struct http_request *r = &c->rq->req;
 	ssize_t len;
 	int status;
 
@@ -655,7 +655,7 @@ static void
 handle_files(struct conn *c)
 {
 	const struct config_location *l = c->loc;
-	const struct http_request *r = &c->req;
+	const struct http_request *r = &c->rq->req;
 	char rel[PATH_MAX];
 	ssize_t n;
 
@@ -723,7 +723,7 @@ error_to_named(struct conn *c, const struct config_server *s,
     const struct config_error_page *ep, int status)
 {
 	const struct config_location *pl;
-	const struct http_request *r = &c->req;
+	const struct http_request *r = &c->rq->req;
 	char rel[PATH_MAX];
 	ssize_t n;
 

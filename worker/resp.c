@@ -148,7 +148,7 @@ resp_end_headers(struct conn *c, int64_t len)
 	if (!c->keepalive) {
 		c->close_after = true;
 		obuf_add(c, close, sizeof(close) - 1);
-	} else if (c->req.version == 10) {
+	} else if (c->rq->req.version == 10) {
 		obuf_add(c, ka10, sizeof(ka10) - 1);
 	} else {
 		obuf_add(c, "\r\n", 2);

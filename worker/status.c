@@ -24,7 +24,7 @@ _Static_assert(STAT_method_purge - STAT_method_other == HTTP_M_PURGE,
 void
 status_count(const struct conn *c, int status, uint64_t body_bytes)
 {
-	const struct http_request *r = &c->req;
+	const struct http_request *r = &c->rq->req;
 	unsigned cls = (unsigned)status / 100 - 1;
 	unsigned m = r->method_name.p != NULL && r->method <= HTTP_M_PURGE ?
 	    (unsigned)r->method : 0;
@@ -137,7 +137,7 @@ bool
 status_purge_ok(const struct conn *c)
 {
 	static char token[STATS_TOKEN_LEN + 1];
-	struct span v = http_header_get(&c->req, "X-Corral-Purge");
+	struct span v = http_header_get(&c->rq->req, "X-Corral-Purge");
 
 	if (v.p == NULL || v.len != STATS_TOKEN_LEN || !loopback(c->peer))
 		return false;
@@ -241,7 +241,7 @@ send_view(struct conn *c, enum format f, const char *host)
 void
 status_serve(struct conn *c, const struct config_location *l)
 {
-	const struct http_request *r = &c->req;
+	const struct http_request *r = &c->rq->req;
 	char host[256];
 	enum format f;
 

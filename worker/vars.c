@@ -193,7 +193,7 @@ vars_get(enum var_id id, const struct conn *c, const struct vars_ctx *ctx,
 {
 	const struct config *cf = worker.cf;
 	const struct config_server *s = &cf->servers[c->srv];
-	const struct http_request *r = &c->req;
+	const struct http_request *r = &c->rq->req;
 	/* Numbers and addresses formatted here are copied by the caller
 	 * before the next call (one worker, one thread). */
 	static char num[12], addr[INET6_ADDRSTRLEN];
@@ -335,7 +335,7 @@ vars_expand(const struct vars_tmpl *t, const struct conn *c,
 			}
 			break;
 		case VAR_HTTP:
-			sp = header_value(&c->req, pc->p, pc->len);
+			sp = header_value(&c->rq->req, pc->p, pc->len);
 			p = sp.p;
 			len = sp.len;
 			break;
@@ -346,7 +346,7 @@ vars_expand(const struct vars_tmpl *t, const struct conn *c,
 			len = sp.len;
 			break;
 		case VAR_COOKIE:
-			sp = header_value(&c->req, "cookie", 6);
+			sp = header_value(&c->rq->req, "cookie", 6);
 			sp = item_value(sp.p, sp.len, ';', pc->p, pc->len);
 			p = sp.p;
 			len = sp.len;
