@@ -105,7 +105,7 @@ class IdleMemoryTest(CorralTestCase):
     """
 
     N = 2000
-    LIMIT = 1280	# bytes per idle connection (1,055 measured)
+    LIMIT = 960	# bytes per idle connection (752 measured)
     LIMIT_ASAN = 4096	# ASan's allocator adds redzones and shadow
 
     def test_idle_connection_memory(self):
