@@ -11,10 +11,11 @@
  * Deadlines are absolute: a request header must arrive within
  * header_timeout of its first byte however slowly it trickles in.
  *
- * An idle keep-alive connection holds no buffer: the input buffer is taken
- * when the socket becomes readable, and both buffers go back to the
- * worker's free lists (bufpool.c) when the connection goes idle, so
- * thousands of idle clients cost a few hundred bytes each.
+ * An idle keep-alive connection holds no buffer: the input buffer (and
+ * with it the request's state, struct conn_rq) is taken when the socket
+ * becomes readable, both buffers go back to the worker's free lists
+ * (bufpool.c) when the connection goes idle, and the write event exists
+ * only while output waits, so an idle client costs about 750 bytes.
  */
 #include <arpa/inet.h>
 #include <errno.h>
