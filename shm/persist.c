@@ -11,6 +11,20 @@
  * A start with persist loads a whole SAVED image, then marks the file
  * LIVE at once, so a crash later never brings back values that were
  * deleted or purged meanwhile.
+ *
+ * A persist image holds only what a restart needs, so that a stop
+ * writes (and syncs) what the store holds, not its size:
+ *
+ *   header .. stripes   bytes [0, slot_off) of the store (the counters)
+ *   buckets .. ptab     bytes [bucket_off, arena_off): slots are not
+ *                       saved, a restart clears them anyway
+ *   index               runs (first page, pages) of the arena in use
+ *   pages               those runs' pages, in index order
+ *
+ * The room for the largest image is reserved at start (a full disk
+ * fails there); the save writes in place behind the WRITING mark, cuts
+ * the file to the image, syncs, and only then says SAVED, so a crash at
+ * any point leaves a file that starts empty, never half an image.
  */
 #include <sys/file.h>
 #include <sys/mman.h>
@@ -33,7 +47,7 @@
 #include "shm/persist.h"
 #include "shm/store_impl.h"
 
-#define PERSIST_MAGIC	0x314c4946534c5243ULL	/* "CRLSFIL1" */
+#define PERSIST_MAGIC	0x324c4946534c5243ULL	/* "CRLSFIL2" */
 #define PERSIST_HDR	4096
 #define IO_CHUNK	(1 << 20)
 
@@ -47,7 +61,15 @@ struct file_hdr {
 	int64_t pid;		/* LIVE: the master */
 	int64_t fd;		/* LIVE: its memfd */
 	uint64_t started;	/* LIVE: the master's start, clock ticks */
+	uint64_t full;		/* SAVED: a persist image, not counters */
+	uint64_t runs;		/* SAVED full: entries of the index */
+	uint64_t icsum;		/* SAVED full: of the index */
 	uint64_t csum;		/* of the fields above */
+};
+
+/* An entry of a persist image's index: a run of arena pages saved. */
+struct run_ent {
+	uint32_t first, pages;
 };
 
 static uint64_t
@@ -63,10 +85,19 @@ counters_part(const struct layout *l)
 	return l->slot_off;
 }
 
+/* The store's bytes a persist image holds before its index. */
 static uint64_t
-image_len(const struct store *s)
+meta_part(const struct layout *l)
 {
-	return s->persist ? s->l.size : counters_part(&s->l);
+	return l->slot_off + (l->arena_off - l->bucket_off);
+}
+
+/* The most an image can take: the room reserved in the file. */
+static uint64_t
+reserve_part(const struct layout *l, bool persist)
+{
+	return persist ? meta_part(l) + l->npages *
+	    (sizeof(struct run_ent) + PAGE) : counters_part(l);
 }
 
 /* Field 22 of /proc/PID/stat: when the process started. */
@@ -183,7 +214,7 @@ persist_check(const struct store_options *o, char *err, size_t errlen)
 		return store_fail(err, errlen, "%s: %s", dir,
 		    strerror(errno));
 	}
-	need = PERSIST_HDR + (o->persist ? l.size : counters_part(&l));
+	need = PERSIST_HDR + reserve_part(&l, o->persist);
 	if (statvfs(dir, &vfs) == 0) {
 		have = (uint64_t)vfs.f_bavail * vfs.f_frsize + old;
 		if (need > have)
@@ -193,6 +224,64 @@ persist_check(const struct store_options *o, char *err, size_t errlen)
 			    store_fmt_size(b, sizeof(b), have));
 	}
 	return 0;
+}
+
+/*
+ * Checks a saved index against the arena: runs in order, apart, inside
+ * it, and as many pages as the image holds.
+ */
+static bool
+index_valid(const struct layout *l, const struct run_ent *ix, uint64_t n,
+    uint64_t pages)
+{
+	uint64_t i, next = 0, sum = 0;
+
+	for (i = 0; i < n; i++) {
+		if (ix[i].pages == 0 || ix[i].first < next ||
+		    (uint64_t)ix[i].first + ix[i].pages > l->npages)
+			return false;
+		next = (uint64_t)ix[i].first + ix[i].pages;
+		sum += ix[i].pages;
+	}
+	return sum == pages;
+}
+
+/* Reads a persist image's parts into the fresh memfd; NULL or why not. */
+static const char *
+load_parts(struct store *s, int fd, const struct file_hdr *fh)
+{
+	const struct layout *l = &s->l;
+	struct run_ent *ix;
+	uint64_t meta = meta_part(l), ilen, i;
+	off_t off = PERSIST_HDR;
+	const char *why = NULL;
+
+	if (fh->runs > l->npages)
+		return "damaged index";
+	ilen = fh->runs * sizeof(*ix);
+	if (fh->image < meta + ilen || (fh->image - meta - ilen) % PAGE != 0)
+		return "damaged index";
+	if (read_all(fd, s->base, l->slot_off, off) == -1 ||
+	    read_all(fd, s->base + l->bucket_off, l->arena_off -
+	    l->bucket_off, off + (off_t)l->slot_off) == -1)
+		return "file cut short";
+	off += (off_t)meta;
+	if ((ix = malloc(ilen + 1)) == NULL)
+		return "out of memory";
+	if (read_all(fd, ix, ilen, off) == -1)
+		why = "file cut short";
+	else if (XXH3_64bits(ix, ilen) != fh->icsum ||
+	    !index_valid(l, ix, fh->runs, (fh->image - meta - ilen) / PAGE))
+		why = "damaged index";
+	off += (off_t)ilen;
+	for (i = 0; why == NULL && i < fh->runs; i++) {
+		if (read_all(fd, s->base + l->arena_off + (uint64_t)
+		    ix[i].first * PAGE, (size_t)ix[i].pages * PAGE, off) == -1)
+			why = "file cut short";
+		off += (off_t)ix[i].pages * PAGE;
+	}
+	free(ix);
+	return why;
 }
 
 /* Reads a whole saved image into the memfd; false (and why) if none. */
@@ -215,7 +304,7 @@ load_image(struct store *s, int fd)
 	if (fh.state != F_SAVED)
 		goto empty;
 	why = "it holds only counters (persist was off)";
-	if (fh.size == s->l.size && fh.image != fh.size)
+	if (fh.size == s->l.size && !fh.full)
 		goto empty;
 	if (fh.size != s->l.size) {
 		snprintf(s->note, sizeof(s->note), "started empty: file "
@@ -223,10 +312,13 @@ load_image(struct store *s, int fd)
 		return false;
 	}
 	why = "file cut short";
-	if ((uint64_t)sb.st_size < PERSIST_HDR + fh.image ||
-	    read_all(fd, s->base, s->l.size, PERSIST_HDR) == -1)
+	if ((uint64_t)sb.st_size < PERSIST_HDR + fh.image)
 		goto empty;
-	if ((why = store_header_mismatch(s->h, &s->l)) != NULL)
+	if (read_all(fd, s->base, HDR_SIZE, PERSIST_HDR) == -1)
+		goto empty;
+	/* Other options place the parts elsewhere: say which differ. */
+	if ((why = store_header_mismatch(s->h, &s->l)) != NULL ||
+	    (why = load_parts(s, fd, &fh)) != NULL)
 		goto empty;
 	store_adopt_image(s, &kept, &dropped);
 	snprintf(s->note, sizeof(s->note), "kept %zu items; %zu damaged "
@@ -291,7 +383,7 @@ persist_open(struct store *s, const struct store_options *o, char *err,
 	    store_init_fresh(s, err, errlen) == -1)
 		return -1;
 	/* Reserve the blocks now: a full disk fails here, not at the stop. */
-	want = PERSIST_HDR + image_len(s);
+	want = PERSIST_HDR + reserve_part(&s->l, s->persist);
 	if (ftruncate(s->fd, (off_t)want) == -1)
 		return store_fail(err, errlen, "%s: %s", o->path,
 		    strerror(errno));
@@ -313,7 +405,7 @@ store_watch_file(struct store *s, char *msg, size_t msglen)
 
 	if (s->fd == -1 || s->creator != getpid() || fstat(s->fd, &sb) == -1)
 		return 0;
-	want = PERSIST_HDR + image_len(s);
+	want = PERSIST_HDR + reserve_part(&s->l, s->persist);
 	if ((uint64_t)sb.st_size >= want && sb.st_nlink > 0)
 		return 0;
 	if (sb.st_nlink == 0) {
@@ -339,21 +431,104 @@ store_watch_file(struct store *s, char *msg, size_t msglen)
 	return 1;
 }
 
+/*
+ * The runs of the arena that hold items (a slab or a big item), merged
+ * when they touch: the pool rebuilt at load needs no other page.  The
+ * master calls this at its stop, with no worker left to change them.
+ */
+static struct run_ent *
+used_runs(const struct store *s, uint64_t *nruns, uint64_t *npages)
+{
+	const uint64_t *pt = ptab_at(s);
+	struct run_ent *ix;
+	uint64_t pg = 0, e, len, n = 0;
+	unsigned k;
+
+	*npages = 0;
+	/* Used runs are apart or merged: at most one per two pages. */
+	if ((ix = malloc((s->l.npages / 2 + 1) * sizeof(*ix))) == NULL)
+		return NULL;
+	while (pg < s->l.npages) {
+		e = pt[pg];
+		k = PT_KIND(e);
+		len = PT_LEN(e);
+		if ((k != PT_SLAB && k != PT_BIG) || len == 0 ||
+		    len > s->l.npages - pg) {
+			pg++;
+			continue;
+		}
+		if (n > 0 && ix[n - 1].first + ix[n - 1].pages == pg)
+			ix[n - 1].pages += (uint32_t)len;
+		else
+			ix[n++] = (struct run_ent){ (uint32_t)pg,
+			    (uint32_t)len };
+		*npages += len;
+		pg += len;
+	}
+	*nruns = n;
+	return ix;
+}
+
+/* A persist image's parts after the file header; fh says what they are. */
+static int
+write_parts(struct store *s, struct file_hdr *fh)
+{
+	const struct layout *l = &s->l;
+	struct run_ent *ix;
+	uint64_t n, pages, i, ilen;
+	off_t off = PERSIST_HDR;
+	int r = -1;
+
+	if ((ix = used_runs(s, &n, &pages)) == NULL)
+		return -1;
+	ilen = n * sizeof(*ix);
+	if (write_all(s->fd, s->base, l->slot_off, off) == -1 ||
+	    write_all(s->fd, s->base + l->bucket_off, l->arena_off -
+	    l->bucket_off, off + (off_t)l->slot_off) == -1)
+		goto out;
+	off += (off_t)meta_part(l);
+	if (write_all(s->fd, ix, ilen, off) == -1)
+		goto out;
+	off += (off_t)ilen;
+	for (i = 0; i < n; i++) {
+		if (write_all(s->fd, s->base + l->arena_off + (uint64_t)
+		    ix[i].first * PAGE, (size_t)ix[i].pages * PAGE, off) == -1)
+			goto out;
+		off += (off_t)ix[i].pages * PAGE;
+	}
+	fh->full = 1;
+	fh->runs = n;
+	fh->icsum = XXH3_64bits(ix, ilen);
+	fh->image = meta_part(l) + ilen + pages * PAGE;
+	r = 0;
+out:
+	free(ix);
+	return r;
+}
+
 void
 persist_save(struct store *s)
 {
 	struct file_hdr fh;
-	uint64_t len = image_len(s);
 
 	memset(&fh, 0, sizeof(fh));
 	fh.size = s->l.size;
 	fh.state = F_WRITING;
-	if (write_hdr(s->fd, &fh) == -1 ||
-	    write_all(s->fd, s->base, len, PERSIST_HDR) == -1 ||
+	if (write_hdr(s->fd, &fh) == -1)
+		return;
+	if (s->persist) {
+		if (write_parts(s, &fh) == -1)
+			return;
+	} else {
+		fh.image = counters_part(&s->l);
+		if (write_all(s->fd, s->base, fh.image, PERSIST_HDR) == -1)
+			return;
+	}
+	/* Give back the reserved room the image does not use. */
+	if (ftruncate(s->fd, (off_t)(PERSIST_HDR + fh.image)) == -1 ||
 	    fdatasync(s->fd) == -1)
 		return;
 	fh.state = F_SAVED;
-	fh.image = len;
 	if (write_hdr(s->fd, &fh) == 0)
 		fdatasync(s->fd);
 }
