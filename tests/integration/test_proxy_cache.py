@@ -15,7 +15,7 @@ import threading
 import time
 
 from harness import (BIN, CorralTestCase, build_request, parse_response,
-                     quote, wait_until)
+                     quote, wait_for, wait_until)
 from origin import Origin
 
 
@@ -409,38 +409,43 @@ class CacheLockTest(ProxyCacheCase):
 
         def answer(method, h):
             if o.count('/api/k') == 1:
-                release.wait(20)	# the first fetch never ends
+                release.wait(30)	# the first fetch never ends
             return 200, [], b'kept'
         o.script('/api/k', fn=answer)
-        c = self.start_cache(o)
-        first = c.connect()
-        first.send(build_request('/api/k'))
-        wait_until(lambda: o.count('/api/k') == 1, 5)
-        # The lease holder is the worker with a socket to the origin; the
-        # waiter must be in the other one.
-        # (Read until seen: a read of /proc/net/tcp can miss entries.)
-        holder = wait_until(lambda: self.socket_owner(
-            c, lambda l, r: r == o.port, must=False), 5)
-        self.assertTrue(holder, 'no worker has a socket to the origin')
-        # The first line of the request goes at once: without bytes the
-        # connection would wait in TCP_DEFER_ACCEPT for a second or more a
-        # try, and a few tries could outlast the 10 s lease.
+        # The waiter must not give up by itself: only the holder's death
+        # may end its wait.
+        c = self.start_cache(o, loc={'cache_lock_timeout': '60s'})
+        # The holder's lease lasts 10 s (the store's lease timeout), so
+        # everything slow (finding a connection in each worker) happens
+        # before the lease exists: from then on the test only waits for
+        # events.  When the lease ran out first, the waiter took it over
+        # and was never counted as a waiter (failed once at load > 10).
+        # The first line of each request goes at once: without bytes the
+        # connection would wait in TCP_DEFER_ACCEPT for a second or more.
         request = build_request('/api/k')
         line = request.index(b'\r\n') + 2
+        conns = {}
         keep = []
-        while True:
+        while len(conns) < 2:
             w = c.connect()
             w.send(request[:line])
             port = w.sock.getsockname()[1]
+            # (Read until seen: a read of /proc/net/tcp can miss entries.)
             owner = wait_until(lambda: self.socket_owner(
                 c, lambda l, r: l == c.port and r == port, must=False), 5)
-            if owner != holder:
-                break
-            keep.append(w)
-        waits = self.stats(c)['lease_waits']
+            self.assertTrue(owner, 'no worker accepted the connection')
+            if owner in conns:
+                keep.append(w)
+            else:
+                conns[owner] = w
+        (holder, first), (_, w) = conns.items()
+        before = self.stats(c)
+        first.send(request[line:])
+        self.assertTrue(wait_until(lambda: o.count('/api/k') == 1, 10))
         w.send(request[line:])
-        self.assertTrue(wait_until(
-            lambda: self.stats(c)['lease_waits'] > waits, 5))
+        self.assertTrue(wait_for(
+            lambda: self.stats(c)['lease_waits'], lambda n:
+            n > before['lease_waits'], 10), self.stats(c))
         self.assertEqual(o.count('/api/k'), 1)
         c.expect_worker_death = True
         os.kill(holder, signal.SIGKILL)
@@ -450,6 +455,9 @@ class CacheLockTest(ProxyCacheCase):
         self.assertEqual(r.status, 200)
         self.assertEqual(r.body, b'kept')
         self.assertEqual(o.count('/api/k'), 2)
+        # The death ended the lease, not its timeout.
+        st = self.stats(c)
+        self.assertEqual(st['lease_timeouts'], before['lease_timeouts'], st)
         for k in keep:
             k.close()
         w.close()
