@@ -147,6 +147,104 @@ def pid_alive(pid):
     return st is not None and st[0] not in ('Z', 'X')
 
 
+# ----------------------------------------------------------------- reaper
+
+# What a test run starts must die with it, however it ends (exit, an
+# exception, SIGKILL), and whatever the processes did to get away: a new
+# session, a daemon's double fork, an exec.  Two marks survive all that:
+# a variable in the environment, with a name of its own per run (a run
+# that a test starts carries its parent's too), and, for programs that
+# write their title over their environment as corral does, an open file
+# or working directory under the run's own temporary folder, where every
+# mkdtemp of the run goes.
+REAP_PREFIX = 'CORRAL_TEST_RUN_'
+_reaper_fd = None	# the pipe's end whose closing starts the reaper
+
+
+def run_procs(marker, root):
+    """Pids of the processes with marker (bytes) in their environment, or
+    their working directory or an open file under root."""
+    out = []
+    under = root.rstrip('/') + '/'
+    for d in os.listdir('/proc'):
+        if not d.isdigit() or int(d) == os.getpid():
+            continue
+        base = '/proc/%s/' % d
+        try:
+            with open(base + 'environ', 'rb') as f:
+                if marker in f.read().split(b'\0'):
+                    out.append(int(d))
+                    continue
+            links = [base + 'cwd'] + [base + 'fd/' + fd for fd in
+                                      os.listdir(base + 'fd')]
+        except OSError:
+            continue
+        for link in links:
+            try:
+                target = os.readlink(link)
+            except OSError:
+                continue
+            if target.startswith(under):
+                out.append(int(d))
+                break
+    return out
+
+
+def _reap(marker, root):
+    # A master may fork a worker while we kill: look again until none.
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        pids = [p for p in run_procs(marker, root) if pid_alive(p)]
+        if not pids:
+            break
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        time.sleep(0.02)
+    if not os.environ.get('CORRAL_KEEP'):
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def start_reaper():
+    """
+    Makes every process this run starts die with it (see above).  A
+    watcher in a session of its own (a signal to the run's process group
+    does not reach it) waits for the end of a pipe that only this process
+    holds, then kills every process that bears one of the run's marks.
+    """
+    global _reaper_fd
+    name = '%s%d_%s' % (REAP_PREFIX, os.getpid(), os.urandom(4).hex())
+    marker = (name + '=1').encode()
+    root = tempfile.mkdtemp(prefix='corral-run-')
+    os.chmod(root, 0o755)	# workers of another user go through it
+    r, w = os.pipe()		# neither end is inherited across exec
+    if os.fork() == 0:
+        try:
+            os.close(w)
+            os.setsid()
+            for sig in (signal.SIGINT, signal.SIGHUP, signal.SIGTERM,
+                        signal.SIGPIPE):
+                signal.signal(sig, signal.SIG_IGN)
+            null = os.open(os.devnull, os.O_RDWR)
+            for fd in (0, 1, 2):	# holds no pipe of make's or a test's
+                os.dup2(null, fd)
+            while True:
+                try:
+                    if not os.read(r, 1):
+                        break
+                except InterruptedError:
+                    continue
+            _reap(marker, root)
+        finally:
+            os._exit(0)
+    os.close(r)
+    os.environ[name] = '1'
+    tempfile.tempdir = root
+    _reaper_fd = w
+
+
 def refused(port):
     """True when nothing accepts connections on 127.0.0.1:port."""
     try:
