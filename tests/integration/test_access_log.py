@@ -88,7 +88,7 @@ class AccessLog(CorralTestCase):
                          r'^\d\d/\w{3}/\d{4}:\d\d:\d\d:\d\d [+-]\d{4}$')
         self.assertRegex(v['time_iso8601'],
                          r'^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[+-]\d\d:\d\d$')
-        self.assertLess(abs(float(v['msec']) - t0), 5)
+        self.assertLess(abs(float(v['msec']) - t0), 60)	# seconds, now
         self.assertRegex(v['msec'], r'^\d+\.\d{3}$')
         self.assertEqual(v['request'], 'GET /a.txt?x=1 HTTP/1.1')
         self.assertEqual(v['request_method'], 'GET')
@@ -148,7 +148,7 @@ class AccessLog(CorralTestCase):
         secs, status = self.lines(c, 1)[0].split()
         self.assertEqual(status, '200')
         self.assertGreaterEqual(float(secs), 0.3)
-        self.assertLess(float(secs), 5)
+        self.assertLess(float(secs), 60)	# seconds, not milliseconds
 
     def test_json_lines(self):
         c = self.start_log(fmt='json', log_flush=0)

@@ -349,7 +349,7 @@ class SlowPeerTest(HostileTestCase):
             ino = mine.pop() if mine else None
             # Never read again: the server must give up on us.
             while ino is not None and holds(pid, ino) and \
-                    time.monotonic() - t0 < 4:
+                    time.monotonic() - t0 < 10:
                 self.quick_get(c)
                 self.assertLess(rss_kb(pid), rss + 20 * 1024,
                                 'worker memory grows with a slow reader')
@@ -357,11 +357,12 @@ class SlowPeerTest(HostileTestCase):
             elapsed = time.monotonic() - t0
             self.assertFalse(holds(pid, ino), 'the server still '
                              'holds the connection of a reader stalled '
-                             'for 4 s')
+                             'for 10 s')
         finally:
             s.close()
+        # send_timeout is 1 s; the bound leaves a loaded machine room.
         self.assertGreater(elapsed, 0.6, 'closed before send_timeout')
-        self.assertLess(elapsed, 2.5)
+        self.assertLess(elapsed, 6)
         c.wait_log(r'timed out reading the response', mark=mark)
         self.assertTrue(pid_alive(pid))
         self.quick_get(c)

@@ -150,30 +150,32 @@ class CacheBasicsTest(ProxyCacheCase):
     def test_too_large_does_not_queue_behind_the_lock(self):
         o = self.origin()
         big = 2 * 1024 * 1024
-        o.script('/api/iso', body=b'i' * big, delay=1.0)
+        o.script('/api/iso', body=b'i' * big, delay=3.0)
         c = self.start_cache(o)
         out = []
 
         def get():
             t = time.monotonic()
-            r = self.fetch(c, '/api/iso')
+            # A waiter's answer takes two of the origin's delays.
+            r = c.request(build_request('/api/iso'), timeout=30)
             out.append((r.status, len(r.body), time.monotonic() - t))
         ths = [threading.Thread(target=get) for _ in range(4)]
         for th in ths:
             th.start()
         for th in ths:
-            th.join(20)
+            th.join(40)
         # The filler lets its waiters go as soon as the header says the
         # body will not be stored: they reach the origin together, not
         # one after another (one fill after another would space them by
-        # the origin's 1 s delay at least).  Arrival times, not the
-        # clients' durations, so that a loaded machine cannot fail it.
+        # the origin's 3 s delay at least: 6 s for the last two).  Arrival
+        # times, not the clients' durations, and a bound far from both,
+        # so that a loaded machine cannot fail it.
         self.assertEqual([(st, n) for st, n, _ in out], [(200, big)] * 4)
         self.assertEqual(o.count('/api/iso'), 4)
         with o.lock:
             times = sorted(r['time'] for r in o.requests
                            if r['target'] == '/api/iso')
-        self.assertLess(times[-1] - times[1], 0.9,
+        self.assertLess(times[-1] - times[1], 3,
                         'waiters fetched one after another: %r' %
                         [round(t - times[0], 2) for t in times])
 
