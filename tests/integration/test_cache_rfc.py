@@ -36,11 +36,11 @@ class CacheRfcCase(CorralTestCase):
         """An origin on a plain socket: answer(sock, request bytes) writes
         the bytes of each exchange; each connection serves one request."""
         served = []
+        current = []
         srv = socket.socket()
         srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         srv.bind(('127.0.0.1', 0))
         srv.listen(8)
-        self.addCleanup(srv.close)
 
         def serve():
             while True:
@@ -48,11 +48,31 @@ class CacheRfcCase(CorralTestCase):
                     s, _ = srv.accept()
                 except OSError:
                     return
+                current[:] = [s]
                 with s:
                     req = s.recv(65536)
                     served.append(req)
                     answer(s, req)
-        threading.Thread(target=serve, daemon=True).start()
+        th = threading.Thread(target=serve, daemon=True)
+        th.start()
+
+        def stop():
+            # The thread ends before the descriptor is closed.  Left in
+            # accept() (or about to call it) once the socket was closed, it
+            # took the connections of a later test's socket that got the
+            # same descriptor number, or kept a closed one listening: a
+            # later test's first answer was this origin's 103 Early Hints
+            # (its client read a 103 with no body).  shutdown() wakes
+            # accept() and recv().
+            for sk in [srv] + current:
+                try:
+                    sk.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+            th.join(10)
+            srv.close()
+            self.assertFalse(th.is_alive(), 'raw origin thread did not end')
+        self.addCleanup(stop)
 
         class Raw:
             addr = '127.0.0.1:%d' % srv.getsockname()[1]
