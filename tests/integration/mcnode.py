@@ -128,7 +128,8 @@ class CountingProxy:
         self.sock.listen(16)
         self.port = self.sock.getsockname()[1]
         self.conns = []
-        threading.Thread(target=self._accept, daemon=True).start()
+        self.threads = [threading.Thread(target=self._accept, daemon=True)]
+        self.threads[0].start()
 
     @property
     def address(self):
@@ -142,13 +143,16 @@ class CountingProxy:
             except OSError:
                 return
             s = socket.create_connection(('127.0.0.1', self.node.port))
+            pumps = [threading.Thread(target=self._pump,
+                                      args=(c, s, self._watcher()),
+                                      daemon=True),
+                     threading.Thread(target=self._pump, args=(s, c),
+                                      daemon=True)]
             with self.lock:
                 self.conns += [c, s]
-            threading.Thread(target=self._pump,
-                             args=(c, s, self._watcher()),
-                             daemon=True).start()
-            threading.Thread(target=self._pump, args=(s, c),
-                             daemon=True).start()
+                self.threads += pumps
+            for t in pumps:
+                t.start()
 
     def _watcher(self):
         """Notes the get lines of one client's bytes, as they come."""
@@ -180,7 +184,12 @@ class CountingProxy:
             except OSError:
                 d = b''
             if not d:
-                dst.close()
+                # Not close(): the other pump may be in dst.recv(), and
+                # stop() closes once the threads have ended.
+                try:
+                    dst.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
                 return
             if note is not None:
                 note(d)
@@ -196,7 +205,24 @@ class CountingProxy:
         return out
 
     def stop(self):
-        self.sock.close()
+        # The threads end before any descriptor is closed: one left in
+        # accept() or recv() on a closed socket can take a later socket
+        # that gets the same number (see test_cache_rfc's raw_origin).
+        # shutdown() wakes them; once the accepting thread has ended, no
+        # connection comes.
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self.threads[0].join(10)
         with self.lock:
-            for c in self.conns:
-                c.close()
+            conns, pumps = list(self.conns), self.threads[1:]
+        for s in conns:
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        for t in pumps:
+            t.join(10)
+        for s in [self.sock] + conns:
+            s.close()

@@ -26,6 +26,7 @@ class Rude:
         self.requests = 0
         self.lock = threading.Lock()
         self.held = []
+        self.current = None
         self.sock = socket.socket()
         self.sock.bind(('127.0.0.1', 0))
         self.sock.listen(64)
@@ -39,6 +40,8 @@ class Rude:
                 s, _ = self.sock.accept()
             except OSError:
                 return
+            with self.lock:
+                self.current = s
             buf = b''
             try:
                 while b'\r\n\r\n' not in buf:
@@ -57,9 +60,22 @@ class Rude:
                 s.close()
 
     def stop(self):
-        self.sock.close()
-        for s in self.held:
-            s.close()
+        # The thread ends before any descriptor is closed: left in
+        # accept() or recv() on a closed socket, it can take a later
+        # test's socket that gets the same number (see test_cache_rfc's
+        # raw_origin).  shutdown() wakes it.
+        with self.lock:
+            socks = [self.sock, self.current] + self.held
+        for s in socks:
+            try:
+                if s is not None:
+                    s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        self.thread.join(10)
+        for s in socks:
+            if s is not None:
+                s.close()
 
 
 class NextUpstreamTest(ProxyTestCase):
