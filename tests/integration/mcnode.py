@@ -83,7 +83,9 @@ def exchange(port, data, until=None, timeout=1.0, host='127.0.0.1'):
     """
     Sends data on a new connection and reads what comes back: until the
     reply ends with until (bytes), or the peer closes ("<EOF>" is added),
-    or nothing more comes for timeout seconds.
+    or (without until) nothing more comes for timeout seconds once the
+    reply has begun.  Waiting for the first byte, or for until, lasts up
+    to IO_TIMEOUT: a busy machine can be slower than timeout to answer.
     """
     if isinstance(port, str):
         s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -91,13 +93,15 @@ def exchange(port, data, until=None, timeout=1.0, host='127.0.0.1'):
     else:
         s = socket.create_connection((host, port), timeout=IO_TIMEOUT)
     s.sendall(data)
-    s.settimeout(timeout)
     out = b''
     deadline = time.monotonic() + IO_TIMEOUT
     try:
         while time.monotonic() < deadline:
             if until is not None and out.endswith(until):
                 break
+            left = deadline - time.monotonic()
+            s.settimeout(max(0.01, left if until is not None or not out
+                             else min(timeout, left)))
             d = s.recv(65536)
             if not d:
                 out += b'<EOF>'
