@@ -227,6 +227,21 @@ quantile(char *buf, size_t len, const struct stats_hist *h, double q)
 	return "-";
 }
 
+static void
+print_store_line(const struct snap *s)
+{
+	char a[32], b[32];
+
+	if (s->have_cache)
+		printf("cache        hit ratio %.1f%%  items %" PRIu64
+		    "  used %s of %s  evictions %" PRIu64 "\n",
+		    s->cache.gets ? 100.0 * (double)s->cache.hits /
+		    (double)s->cache.gets : 0.0, s->cache.items,
+		    human(a, sizeof(a), (double)s->cache.bytes_used, "B"),
+		    human(b, sizeof(b), (double)s->cache.bytes_total, "B"),
+		    s->cache.evictions);
+}
+
 /* Rates are over the interval since old, or since the start without one. */
 static void
 summary(const struct snap *s, const struct snap *old)
@@ -258,6 +273,12 @@ summary(const struct snap *s, const struct snap *old)
 	    (int)u->master_pid, up / 86400, up % 86400 / 3600, up % 3600 / 60,
 	    up % 60, u->generation, u->slots_used, u->workers, u->reloads,
 	    u->worker_restarts);
+	if (!u->counters) {
+		printf("counters     off (this corral was built with "
+		    "--disable-counters)\n");
+		print_store_line(s);
+		return;
+	}
 	printf("requests     %" PRIu64 " total, %.1f/s%s   1xx %" PRIu64
 	    "  2xx %" PRIu64 "  3xx %" PRIu64 "  4xx %" PRIu64 "  5xx %"
 	    PRIu64 "\n", w[STAT_requests], req / secs, old ? "" :
@@ -279,14 +300,7 @@ summary(const struct snap *s, const struct snap *old)
 	    1000.0 / (double)stats_hist_count(&u->req_time) : 0.0,
 	    quantile(a, sizeof(a), &u->req_time, 0.5),
 	    quantile(b, sizeof(b), &u->req_time, 0.99));
-	if (s->have_cache)
-		printf("cache        hit ratio %.1f%%  items %" PRIu64
-		    "  used %s of %s  evictions %" PRIu64 "\n",
-		    s->cache.gets ? 100.0 * (double)s->cache.hits /
-		    (double)s->cache.gets : 0.0, s->cache.items,
-		    human(a, sizeof(a), (double)s->cache.bytes_used, "B"),
-		    human(b, sizeof(b), (double)s->cache.bytes_total, "B"),
-		    s->cache.evictions);
+	print_store_line(s);
 	if (w[STAT_cache_hit] + w[STAT_cache_miss] + w[STAT_cache_expired] +
 	    w[STAT_cache_stale] + w[STAT_cache_updating] +
 	    w[STAT_cache_bypass] + w[STAT_stampede_waits] > 0)

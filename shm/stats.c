@@ -31,7 +31,7 @@
 #include "shm/store.h"
 
 #define STATS_MAGIC	0x5354415453524c43ULL	/* "CLRSTATS" */
-#define STATS_VERSION	1
+#define STATS_VERSION	2
 #define NAME_LEN	128
 #define LINE		64
 #define HEAD_SIZE	4096
@@ -50,6 +50,7 @@ struct head {
 	uint64_t cache_words;		/* of cache[]; 0: no snapshot */
 	uint64_t cache[64];		/* the store's counters, a copy */
 	uint64_t purge_token[2];	/* for corral -P (see stats.h) */
+	uint64_t counters;		/* CORRAL_COUNTERS of the writer */
 };
 _Static_assert(sizeof(struct head) <= HEAD_SIZE, "the head fits its page");
 _Static_assert(sizeof(struct store_stats) <= 64 * sizeof(uint64_t),
@@ -221,6 +222,7 @@ stats_create(const struct stats_options *o, char *err, size_t errlen)
 	st->h->nbuckets = STATS_NBUCKETS;
 	st->h->started = (int64_t)time(NULL);
 	st->h->master_pid = getpid();
+	st->h->counters = STATS_ON;
 	if (getrandom(st->h->purge_token, sizeof(st->h->purge_token), 0) !=
 	    sizeof(st->h->purge_token)) {
 		fail(err, errlen, "getrandom: %s", strerror(errno));
@@ -447,6 +449,7 @@ stats_sum(const struct stats *st, uint64_t now_ms, struct stats_sum *sum)
 	unsigned i, r, k;
 
 	memset(sum, 0, sizeof(*sum));
+	sum->counters = h->counters != 0;
 	sum->master_pid = (pid_t)h->master_pid;
 	sum->started = h->started;
 	sum->generation = (unsigned)ld(&h->generation);

@@ -27,6 +27,19 @@
 #include <sys/types.h>
 
 /*
+ * ./configure --disable-counters builds with CORRAL_COUNTERS 0: the
+ * increments below compile to nothing (they are still type-checked), the
+ * mapping says so, and every view reports the counters as off instead of
+ * showing zeros.  It exists to measure what counting costs (bench/run
+ * counters); the master's own numbers (reloads, worker restarts) and the
+ * store's counters are kept either way.
+ */
+#ifndef CORRAL_COUNTERS
+#define CORRAL_COUNTERS	1
+#endif
+#define STATS_ON	(CORRAL_COUNTERS != 0)
+
+/*
  * The counters a worker keeps, written once here; the status formats,
  * corral -s and the documentation expand them.
  *   X(id, kind, group, key, metric, label, help)
@@ -300,6 +313,7 @@ int stats_attach(struct stats *st, int slot, struct stats_mine *mine);
 
 /* Everything summed over the slots: a reader's copy. */
 struct stats_sum {
+	bool counters;			/* false: built --disable-counters */
 	pid_t master_pid;
 	int64_t started;
 	unsigned generation, workers;
@@ -336,9 +350,13 @@ uint64_t stats_hist_count(const struct stats_hist *h);
  * worker's slot (a private scratch slot in the master and in tools).
  */
 extern struct stats_mine stats_me;
-#define STATS_INC(id)		(stats_me.w[STAT_##id]++)
-#define STATS_DEC(id)		(stats_me.w[STAT_##id]--)
-#define STATS_ADD(id, n)	(stats_me.w[STAT_##id] += (uint64_t)(n))
-#define STATS_INC_AT(id, i)	(stats_me.w[STAT_##id + (i)]++)
+#define STATS_INC(id)		STATS_ADD(id, 1)
+#define STATS_DEC(id)		STATS_ADD(id, -1)
+#define STATS_ADD(id, n)	\
+	(STATS_ON ? (void)(stats_me.w[STAT_##id] += (uint64_t)(n)) : (void)0)
+#define STATS_INC_AT(id, i)	\
+	(STATS_ON ? (void)stats_me.w[STAT_##id + (i)]++ : (void)0)
+/* A histogram observation; h is not evaluated when counting is off. */
+#define STATS_HIST(h, us)	(STATS_ON ? stats_hist_add((h), (us)) : (void)0)
 
 #endif

@@ -17,6 +17,7 @@
 #include "master/config.h"
 #include "master/log.h"
 #include "master/master.h"
+#include "shm/stats.h"
 #include "worker/conn_impl.h"
 #include "worker/log_format.h"
 #include "worker/status.h"
@@ -192,7 +193,8 @@ resp_done(struct conn *c, int status, uint64_t body_bytes)
 	struct alog *al;
 	size_t n;
 
-	status_count(c, status, body_bytes);
+	if (STATS_ON)
+		status_count(c, status, body_bytes);
 	al = &alogs[c->srv];
 	if (al->fd != -1) {
 		gather(c, al->fmt, status, body_bytes, &v);

@@ -368,7 +368,7 @@ conn_set_busy(struct conn *c, bool on)
 	if (c->busy == on)
 		return;
 	c->busy = on;
-	stats_me.w[STAT_conn_writing] += on ? 1 : (uint64_t)-1;
+	STATS_ADD(conn_writing, on ? 1 : -1);
 }
 
 /*
@@ -381,7 +381,7 @@ idle_set(struct conn *c, bool on)
 	if (c->idle == on)
 		return;
 	c->idle = on;
-	stats_me.w[STAT_conn_idle] += on ? 1 : (uint64_t)-1;
+	STATS_ADD(conn_idle, on ? 1 : -1);
 	if (on) {
 		c->idle_since_ms = worker.now_ms;
 		c->idle_next = NULL;

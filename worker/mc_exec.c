@@ -408,10 +408,14 @@ exec_stats(struct mc_conn *c)
 	stat_str(c, "rusage_system", buf);
 	stat_u64(c, "max_connections",
 	    (uint64_t)worker.cf->worker_connections * worker.cf->workers);
-	stat_u64(c, "curr_connections", v[STAT_mc_conn_active]);
-	stat_u64(c, "total_connections", v[STAT_mc_conn_accepted]);
-	for (i = 0; i < sizeof(rows) / sizeof(rows[0]); i++)
-		stat_u64(c, rows[i].name, v[rows[i].id]);
+	if (sum.counters) {
+		stat_u64(c, "curr_connections", v[STAT_mc_conn_active]);
+		stat_u64(c, "total_connections", v[STAT_mc_conn_accepted]);
+		for (i = 0; i < sizeof(rows) / sizeof(rows[0]); i++)
+			stat_u64(c, rows[i].name, v[rows[i].id]);
+	} else {
+		stat_str(c, "counters", "off");	/* not zeros */
+	}
 	stat_u64(c, "limit_maxbytes", st.bytes_total);
 	stat_u64(c, "threads", (uint64_t)worker.cf->workers);
 	stat_u64(c, "bytes", st.bytes_used);

@@ -70,6 +70,8 @@ status_cache(struct conn *c, const char *state)
 	};
 
 	conn_log_cache(c, state);
+	if (!STATS_ON)
+		return;
 	for (size_t i = 0; i < sizeof(ids) / sizeof(ids[0]); i++)
 		if (strcmp(ids[i].state, state) == 0) {
 			stats_me.w[ids[i].id]++;

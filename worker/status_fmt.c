@@ -86,6 +86,21 @@ json_hist(struct sbuf *b, const char *name, const struct stats_hist *h)
 	    stats_hist_count(h), (double)h->sum_us / 1000.0);
 }
 
+/* The store's own counters, kept whether or not the server counts. */
+static void
+json_store(struct sbuf *b, const struct status_view *v)
+{
+	if (v->cache == NULL) {
+		sb_printf(b, "\"store\": null, \"hit_ratio\": null");
+		return;
+	}
+	sb_printf(b, "\"store\": {");
+	for (size_t i = 0; i < store_counter_count; i++)
+		sb_printf(b, "%s\"%s\": %" PRIu64, i ? ", " : "",
+		    store_counter_table[i].name, store_val(v->cache, i));
+	sb_printf(b, "}, \"hit_ratio\": %.4f", hit_ratio(v));
+}
+
 /* What a group ends with besides its table rows. */
 static void
 json_group_end(struct sbuf *b, const char *group,
@@ -94,18 +109,38 @@ json_group_end(struct sbuf *b, const char *group,
 	if (strcmp(group, "connections") == 0) {
 		sb_printf(b, ", \"reading\": %" PRIu64, reading(v->sum));
 	} else if (strcmp(group, "cache") == 0) {
-		if (v->cache == NULL) {
-			sb_printf(b, ", \"store\": null, \"hit_ratio\": null");
-		} else {
-			sb_printf(b, ", \"store\": {");
-			for (size_t i = 0; i < store_counter_count; i++)
-				sb_printf(b, "%s\"%s\": %" PRIu64,
-				    i ? ", " : "", store_counter_table[i].name,
-				    store_val(v->cache, i));
-			sb_printf(b, "}, \"hit_ratio\": %.4f", hit_ratio(v));
-		}
+		sb_printf(b, ", ");
+		json_store(b, v);
 	}
 	sb_printf(b, "}");
+}
+
+/*
+ * A build without counters: each group is null, not zeros, but for the
+ * store's part of "cache".
+ */
+static void
+json_uncounted(struct sbuf *b, const struct status_view *v)
+{
+	for (size_t i = 0; i < NWROWS; i++) {
+		if (i > 0 && strcmp(wrows[i - 1].group, wrows[i].group) == 0)
+			continue;
+		sb_printf(b, ", \"%s\": ", wrows[i].group);
+		if (strcmp(wrows[i].group, "cache") == 0) {
+			sb_printf(b, "{");
+			json_store(b, v);
+			sb_printf(b, "}");
+		} else {
+			sb_printf(b, "null");
+		}
+	}
+	sb_printf(b, ", \"worker_slots\": [");
+	for (unsigned i = 0; i < v->sum->slots_used; i++)
+		sb_printf(b, "%s{\"pid\": %d, \"requests\": null, "
+		    "\"active\": null}", i ? ", " : "",
+		    (int)v->sum->worker[i].pid);
+	sb_printf(b, "], \"request_time\": null, \"servers\": null, "
+	    "\"upstreams\": null}\n");
 }
 
 static void
@@ -170,6 +205,11 @@ status_json(struct sbuf *b, const struct status_view *v)
 	    ", \"worker_restarts\": %" PRIu64, v->now, v->now_ms, s->started,
 	    v->now - s->started, (int)s->master_pid, s->generation,
 	    s->workers, s->slots_used, s->reloads, s->worker_restarts);
+	sb_printf(b, ", \"counters\": %s", s->counters ? "true" : "false");
+	if (!s->counters) {
+		json_uncounted(b, v);
+		return;
+	}
 	for (size_t i = 0; i < NWROWS; i++) {
 		if (group == NULL || strcmp(group, wrows[i].group) != 0) {
 			if (group != NULL)
@@ -228,6 +268,13 @@ status_auto(struct sbuf *b, const struct status_view *v)
 	    " seconds\nLoad1: %.2f\nLoad5: %.2f\nLoad15: %.2f\n",
 	    v->host, PACKAGE_VERSION, now, start, s->generation,
 	    s->generation, up, up, load[0], load[1], load[2]);
+	if (!s->counters) {
+		/* No Total Accesses rather than a false 0. */
+		sb_printf(b, "Counters: off\nProcesses: %u\n", s->slots_used);
+		if (v->cache != NULL)
+			sb_printf(b, "CacheHitRatio: %.4f\n", hit_ratio(v));
+		return;
+	}
 	sb_printf(b, "Total Accesses: %" PRIu64 "\nTotal kBytes: %" PRIu64
 	    "\nTotal Duration: %" PRIu64 "\nUptime: %" PRId64
 	    "\nReqPerSec: %g\nBytesPerSec: %g\nBytesPerReq: %g\n"
@@ -446,12 +493,19 @@ status_prometheus(struct sbuf *b, const struct status_view *v)
 	    "Workers that died and were started again.");
 	sb_printf(b, "corral_worker_restarts_total %" PRIu64 "\n",
 	    s->worker_restarts);
-	prom_worker(b, s);
-	prom_head(b, "http_request_duration_seconds", "histogram",
-	    "Time from a request's first byte to its response.");
-	prom_hist(b, "http_request_duration_seconds", "", &s->req_time);
-	prom_servers(b, s);
-	prom_peers(b, s);
+	prom_head(b, "counters_enabled", "gauge", "1 when the request "
+	    "counters are built in; 0 in a build with --disable-counters, "
+	    "which has none of them.");
+	sb_printf(b, "corral_counters_enabled %d\n", s->counters);
+	if (s->counters) {
+		prom_worker(b, s);
+		prom_head(b, "http_request_duration_seconds", "histogram",
+		    "Time from a request's first byte to its response.");
+		prom_hist(b, "http_request_duration_seconds", "",
+		    &s->req_time);
+		prom_servers(b, s);
+		prom_peers(b, s);
+	}
 	if (v->cache == NULL)
 		return;
 	for (size_t i = 0; i < store_counter_count; i++) {

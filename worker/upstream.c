@@ -318,7 +318,8 @@ upstream_peer_failed(struct upstream *u, struct upstream_peer *p)
 	    p->fails);
 	p->fails = 0;
 	p->down_until_ms = worker.now_ms + (uint64_t)cf->fail_timeout_ms;
-	status_peer(cf, p->cf)->v[STAT_peer_down] = p->down_until_ms;
+	if (STATS_ON)
+		status_peer(cf, p->cf)->v[STAT_peer_down] = p->down_until_ms;
 }
 
 struct stats_peer_row *

@@ -624,7 +624,7 @@ static void
 uc_ready(struct upstream_conn *uc)
 {
 	uc->connect_time_us = (int64_t)(worker.now_us - uc->connect_us);
-	stats_hist_add(&upstream_peer_stats(uc->up, uc->peer)->connect,
+	STATS_HIST(&upstream_peer_stats(uc->up, uc->peer)->connect,
 	    (uint64_t)uc->connect_time_us);
 	uc->state = UC_HEAD;
 	uc_want_read(uc);
@@ -846,7 +846,7 @@ uc_headed(struct upstream_conn *uc, size_t n)
 	bool decode = false;
 
 	upstream_peer_ok(uc->peer);
-	stats_hist_add(&upstream_peer_stats(uc->up, uc->peer)->response,
+	STATS_HIST(&upstream_peer_stats(uc->up, uc->peer)->response,
 	    worker.now_us - uc->open_us);
 	conn_log_upstream(uc->c, upstream_peer_name(uc->peer),
 	    uc->resp.status, uc->connect_time_us,
