@@ -2,6 +2,7 @@
 
 import os
 import re
+import statistics
 import subprocess
 
 INF = float("inf")
@@ -131,6 +132,49 @@ def _accept_delay(case):
         slow == 0 and errors == 0
 
 
+def half_spread(values):
+    """Half of max - min, relative to the median."""
+    med = statistics.median(values)
+    return (max(values) - min(values)) / 2 / med if med else 0.0
+
+
+def paired_ratios(case):
+    """CPU per request of case.pair[0] over case.pair[1], run by run (the
+    two runs of a round, one after the other), where both served."""
+    a, b = case.pair
+    return [x.cpu_us / y.cpu_us for x, y in zip(case.runs[a], case.runs[b])
+            if x.cpu_us and y.cpu_us]
+
+
+def within_noise(case):
+    """The median of the paired ratios, met when its distance from 1 is
+    at most the noise: the larger relative half-spread of the two rows'
+    runs (suite counters)."""
+    ratios = paired_ratios(case)
+    cpu = [[r.cpu_us for r in case.runs[n] if r.cpu_us] for n in case.pair]
+    if not ratios or not all(cpu):
+        return "no ratio (a build served nothing)", None
+    ratio = statistics.median(ratios)
+    noise = max(half_spread(v) for v in cpu)
+    text = "%.3f× (noise ±%.1f%%, %d rounds)" % (ratio, 100 * noise,
+                                                 len(ratios))
+    if getattr(case, "same_binary", False):
+        return text + ", one binary (smoke)", None
+    if len(ratios) < 3:
+        return text + ", too few rounds to judge", None
+    return text, abs(ratio - 1) <= noise
+
+
+def _instructions(case):
+    """Suite counters: instructions per request on/off, for the record
+    (deterministic, so any difference shows; the goal is the CPU time's)."""
+    on, off = case.ir.get("corral, counters on", {}), \
+        case.ir.get("corral, counters off", {})
+    cells = ["%.3f× (%s)" % (on[k] / off[k], k) for k in case.keys
+             if on.get(k) and off.get(k)]
+    return ", ".join(cells) or "no result", None
+
+
 # Every goal, in the order of the tables.  Ratios are of CPU time per
 # request in the same run.
 TARGETS = (
@@ -201,6 +245,14 @@ TARGETS = (
            "CPU second", "≥ 0.80× memcached's", _mc_writes),
     vs("memcached", "random-read", "memcached pages over HTTP, "
        "CPU/request", "nginx", 0.3, "nginx + memcached"),
+    Target("counters", "static-100b", "counters cost: static 100 B "
+           "keep-alive, CPU/request on/off", "on/off ratio within noise",
+           within_noise),
+    Target("counters", "hit-4000b", "counters cost: proxy cache hit "
+           "4000 B, CPU/request on/off", "on/off ratio within noise",
+           within_noise),
+    Target("counters", "callgrind", "counters cost: instructions/request "
+           "on/off (callgrind)", "for the record", _instructions),
 )
 
 README_BEGIN = "<!-- targets:begin -->"

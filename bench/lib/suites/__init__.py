@@ -7,7 +7,7 @@ load.Case (an empty list when it has nothing to measure yet).
 import importlib
 
 ORDER = ("static", "site", "gzip", "proxy", "stampede", "fastcgi", "conns",
-         "accept", "tls", "store", "memcached")
+         "accept", "tls", "store", "memcached", "counters")
 
 
 def load(name):
