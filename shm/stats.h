@@ -356,6 +356,9 @@ extern struct stats_mine stats_me;
 	(STATS_ON ? (void)(stats_me.w[STAT_##id] += (uint64_t)(n)) : (void)0)
 #define STATS_INC_AT(id, i)	\
 	(STATS_ON ? (void)stats_me.w[STAT_##id + (i)]++ : (void)0)
+/* A counter of a peer row; row is not evaluated when counting is off. */
+#define STATS_ROW_INC(row, id)	\
+	(STATS_ON ? (void)(row)->v[STAT_##id]++ : (void)0)
 /* A histogram observation; h is not evaluated when counting is off. */
 #define STATS_HIST(h, us)	(STATS_ON ? stats_hist_add((h), (us)) : (void)0)
 

@@ -23,8 +23,7 @@ struct store_stats;
 /* The counters' row of peer p of upstream u (both of worker.cf). */
 struct stats_peer_row *status_peer(const struct config_upstream *u,
     const struct config_peer *p);
-#define STATS_PEER_INC(u, p, id)	\
-	(STATS_ON ? (void)status_peer((u), (p))->v[STAT_##id]++ : (void)0)
+#define STATS_PEER_INC(u, p, id)	STATS_ROW_INC(status_peer((u), (p)), id)
 
 /*
  * The cache answered c, or fetched for it, with X-Cache state (HIT, MISS,

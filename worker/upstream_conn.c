@@ -496,7 +496,7 @@ upstream_conn_open(struct upstream *u, const struct upstream_proto *proto,
 	uc->c = rq->c;
 	uc->open_us = worker.now_us;
 	uc->connect_time_us = -1;
-	upstream_peer_stats(u, uc->peer)->v[STAT_peer_requests]++;
+	STATS_ROW_INC(upstream_peer_stats(u, uc->peer), peer_requests);
 	uc->fd = -1;
 	uc->ssl = NULL;
 	uc->state = UC_CONNECT;
@@ -570,7 +570,7 @@ uc_move(struct upstream_conn *uc, int err)
 	uc->moves++;
 	uc->wpos = 0;
 	uc->rlen = 0;
-	upstream_peer_stats(uc->up, next)->v[STAT_peer_requests]++;
+	STATS_ROW_INC(upstream_peer_stats(uc->up, next), peer_requests);
 	if (!uc_connect(uc))
 		uc_fail(uc, 502, false, "cannot connect");
 	return true;
@@ -613,7 +613,7 @@ uc_next(struct upstream_conn *uc, unsigned why, const char *what, int err)
 	uc->moves++;
 	uc->wpos = 0;
 	uc->rlen = 0;
-	upstream_peer_stats(uc->up, next)->v[STAT_peer_requests]++;
+	STATS_ROW_INC(upstream_peer_stats(uc->up, next), peer_requests);
 	if (!uc_begin(uc))
 		uc_fail(uc, 502, false, "cannot connect");
 	return true;
