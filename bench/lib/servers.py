@@ -98,10 +98,10 @@ class Server:
         os.makedirs(self.dir, exist_ok=True)
         self.port = free_port()
 
-    def launch(self, argv, cpus, label=""):
+    def launch(self, argv, cpus, label="", timeout=10.0):
         """Runs argv pinned to cpus in self.dir, its output in output.log;
         ServerFailed (label, why, the log's tail) if it does not listen on
-        self.port."""
+        self.port within timeout seconds."""
         out = os.path.join(self.dir, "output.log")
         self._log = open(out, "w")
         self.proc = subprocess.Popen(pinned(cpus, argv),
@@ -109,11 +109,11 @@ class Server:
                                      stdout=self._log,
                                      stderr=subprocess.STDOUT,
                                      cwd=self.dir, start_new_session=True)
-        if not wait_port(self.port, self.proc):
+        if not wait_port(self.port, self.proc, timeout):
             code = self.proc.poll()
             self.stop()
             why = "exited with %s" % code if code is not None \
-                else "not listening after 10 s"
+                else "not listening after %g s" % timeout
             tail = _tail(out) or _tail(os.path.join(self.dir, "error.log"))
             raise ServerFailed(label + why + (": " + tail if tail else ""))
 

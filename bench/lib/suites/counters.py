@@ -29,7 +29,7 @@ import subprocess
 import tempfile
 import time
 
-from common import BenchError, free_port, pinned, say, wait_port
+from common import BenchError, free_port, pinned, say
 from load import Case, Wrk, measure
 from report import half_spread, paired_ratios, within_noise
 from servers import (Corral, ServerFailed, start_all, start_origin,
@@ -81,21 +81,10 @@ class Build(Corral):
     def stats_path(self):
         return os.path.join(self.dir, "corral.stats")
 
-    def launch(self, argv, cpus, label=""):
-        if not self.wrapper:
-            return super().launch(argv, cpus, label)
+    def launch(self, argv, cpus, label="", timeout=10.0):
         # Under valgrind the start takes far longer than 10 s.
-        out = os.path.join(self.dir, "output.log")
-        self._log = open(out, "w")
-        self.proc = subprocess.Popen(pinned(cpus, argv),
-                                     stdin=subprocess.DEVNULL,
-                                     stdout=self._log,
-                                     stderr=subprocess.STDOUT,
-                                     cwd=self.dir, start_new_session=True)
-        if not wait_port(self.port, self.proc, 300):
-            self.stop()
-            raise ServerFailed(label + "not listening under valgrind "
-                               "(log: %s)" % out)
+        super().launch(argv, cpus, label, 300.0 if self.wrapper else
+                       timeout)
 
     def counting(self):
         """What corral -s -j says of the running server's counters."""
