@@ -151,7 +151,6 @@ static int cb_stale(cfg_t *, cfg_opt_t *, const char *, void *);
 static int cb_valid(cfg_t *, cfg_opt_t *, const char *, void *);
 static int cb_purge(cfg_t *, cfg_opt_t *, const char *, void *);
 static int cb_alias(cfg_t *, cfg_opt_t *, const char *, void *);
-static bool overlap(const struct config_listen *, const struct config_listen *);
 static void check_listen(cfg_t *);
 static void build_listen(cfg_t *, struct config *);
 
@@ -1734,22 +1733,46 @@ validate_mime_types(cfg_t *cfg, cfg_opt_t *opt)
 	return 0;
 }
 
-static bool
-same_address(const struct config_listen *a, const struct config_listen *b)
+/*
+ * How two listen addresses relate: apart (another family or port), the
+ * same address, or overlapping: the same family and port, and one of them
+ * is the wildcard address, so that both cannot be bound.
+ */
+enum listen_rel { LISTEN_APART, LISTEN_SAME, LISTEN_OVERLAP };
+
+static enum listen_rel
+listen_rel(const struct config_listen *a, const struct config_listen *b)
 {
 	const struct sockaddr_in *a4 = (const struct sockaddr_in *)&a->addr;
 	const struct sockaddr_in *b4 = (const struct sockaddr_in *)&b->addr;
 	const struct sockaddr_in6 *a6 = (const struct sockaddr_in6 *)&a->addr;
 	const struct sockaddr_in6 *b6 = (const struct sockaddr_in6 *)&b->addr;
+	bool same, wildcard;
 
 	if (a->addr.ss_family != b->addr.ss_family)
-		return false;
-	if (a->addr.ss_family == AF_INET)
-		return a4->sin_port == b4->sin_port &&
-		    a4->sin_addr.s_addr == b4->sin_addr.s_addr;
-	return a6->sin6_port == b6->sin6_port &&
-	    a6->sin6_scope_id == b6->sin6_scope_id &&
-	    memcmp(&a6->sin6_addr, &b6->sin6_addr, sizeof(a6->sin6_addr)) == 0;
+		return LISTEN_APART;
+	if (a->addr.ss_family == AF_INET) {
+		if (a4->sin_port != b4->sin_port)
+			return LISTEN_APART;
+		same = a4->sin_addr.s_addr == b4->sin_addr.s_addr;
+		wildcard = a4->sin_addr.s_addr == INADDR_ANY ||
+		    b4->sin_addr.s_addr == INADDR_ANY;
+	} else {
+		if (a6->sin6_port != b6->sin6_port)
+			return LISTEN_APART;
+		same = a6->sin6_scope_id == b6->sin6_scope_id &&
+		    memcmp(&a6->sin6_addr, &b6->sin6_addr,
+		    sizeof(a6->sin6_addr)) == 0;
+		wildcard = IN6_IS_ADDR_UNSPECIFIED(&a6->sin6_addr) ||
+		    IN6_IS_ADDR_UNSPECIFIED(&b6->sin6_addr);
+	}
+	return same ? LISTEN_SAME : wildcard ? LISTEN_OVERLAP : LISTEN_APART;
+}
+
+static bool
+same_address(const struct config_listen *a, const struct config_listen *b)
+{
+	return listen_rel(a, b) == LISTEN_SAME;
 }
 
 /* Runs after each value of the list, so it looks at the whole list. */
@@ -2450,7 +2473,7 @@ check_listen_pair(cfg_t *si, const struct config_listen *a,
 		    "default_server", a->text);
 		return false;
 	}
-	if (!same_address(a, b) && overlap(a, b)) {
+	if (listen_rel(a, b) == LISTEN_OVERLAP) {
 		fail(si->line, "listen \"%s\" and \"%s\" cannot both be bound "
 		    "(a wildcard and an address on the same port); list the "
 		    "same address in both servers", a->text, b->text);
@@ -2486,26 +2509,6 @@ check_listen(cfg_t *cfg)
 				}
 			}
 	}
-}
-
-/* Same family and port, and one of them is the wildcard address. */
-static bool
-overlap(const struct config_listen *a, const struct config_listen *b)
-{
-	const struct sockaddr_in *a4 = (const struct sockaddr_in *)&a->addr;
-	const struct sockaddr_in *b4 = (const struct sockaddr_in *)&b->addr;
-	const struct sockaddr_in6 *a6 = (const struct sockaddr_in6 *)&a->addr;
-	const struct sockaddr_in6 *b6 = (const struct sockaddr_in6 *)&b->addr;
-
-	if (a->addr.ss_family != b->addr.ss_family)
-		return false;
-	if (a->addr.ss_family == AF_INET)
-		return a4->sin_port == b4->sin_port &&
-		    (a4->sin_addr.s_addr == INADDR_ANY ||
-		    b4->sin_addr.s_addr == INADDR_ANY);
-	return a6->sin6_port == b6->sin6_port &&
-	    (IN6_IS_ADDR_UNSPECIFIED(&a6->sin6_addr) ||
-	    IN6_IS_ADDR_UNSPECIFIED(&b6->sin6_addr));
 }
 
 char *

@@ -72,6 +72,11 @@ class ListenTest(CorralTestCase):
             ('  listen = {"127.0.0.1:%d default_server"}\n' % p,
              '  listen = {"127.0.0.1:%d default_server"}\n' % p,
              'two servers are its default_server'),
+            ('  listen = {"[::1]:%d"}\n' % p, '  listen = {"[::]:%d"}\n' % p,
+             'cannot both be bound'),
+            ('  listen = {"[::1]:%d default_server"}\n' % p,
+             '  listen = {"[::1]:%d default_server"}\n' % p,
+             'two servers are its default_server'),
         ]
         for a, b, why in cases:
             c = self.make(server={'_raw': a},
@@ -80,6 +85,15 @@ class ListenTest(CorralTestCase):
             out = c.check_config()
             self.assertEqual(out.returncode, 1, why)
             self.assertIn(why, out.stderr)
+        # Apart: another address, port or family on the same port.
+        for a, b in (('127.0.0.1:%d' % p, '127.0.0.2:%d' % p),
+                     ('127.0.0.1:%d' % p, '*:%d' % free_port()),
+                     ('[::1]:%d' % p, '127.0.0.1:%d' % p)):
+            c = self.make(server={'_raw': '  listen = {"%s"}\n' % a},
+                          vhosts=[{'names': ['x.example'], 'root': 'x',
+                                   '_raw': '  listen = {"%s"}\n' % b}])
+            out = c.check_config()
+            self.assertEqual(out.returncode, 0, (a, b, out.stderr))
 
 
 class IncludeTest(CorralTestCase):
