@@ -14,6 +14,7 @@
 
 #include "master/config_impl.h"
 #include "master/log.h"
+#include "master/readfile.h"
 
 struct out {
 	char *buf;
@@ -83,40 +84,6 @@ prepare_text(char *s, size_t len, const char **why)
 		return brace;
 	}
 	return 0;
-}
-
-static char *
-read_text(const char *path, size_t *lenp)
-{
-	FILE *fp;
-	char *buf = NULL, *nbuf;
-	size_t len = 0, size = 0, n;
-	int saved;
-
-	if ((fp = fopen(path, "r")) == NULL)
-		return NULL;
-	for (;;) {
-		if (len == size) {
-			size = size ? size * 2 : 8192;
-			if ((nbuf = realloc(buf, size)) == NULL)
-				goto fail;
-			buf = nbuf;
-		}
-		if ((n = fread(buf + len, 1, size - len, fp)) == 0)
-			break;
-		len += n;
-	}
-	if (ferror(fp))
-		goto fail;
-	fclose(fp);
-	*lenp = len;
-	return buf;
-fail:
-	saved = errno;
-	free(buf);
-	fclose(fp);
-	errno = saved;
-	return NULL;
 }
 
 /* An error in a file being read, with its own name and line. */
@@ -309,7 +276,7 @@ expand_file(struct out *o, int file, int depth)
 	int line = 1, bad;
 	char quote;
 
-	if ((text = read_text(ld->files[file], &len)) == NULL) {
+	if ((text = readfile(ld->files[file], &len)) == NULL) {
 		fail_in(ld->files[file], 0, "%s", strerror(errno));
 		return false;
 	}

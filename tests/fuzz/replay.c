@@ -15,43 +15,24 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "master/readfile.h"
 #include "tests/fuzz/fuzz.h"
 
 static const char *prog;
 static unsigned nrun;
 
-/* Reads a whole file into a buffer of exactly its size. */
+/* Reads a whole file into a buffer of exactly its size, so that ASan
+ * sees a read past its end. */
 static char *
 slurp(const char *path, size_t *lenp)
 {
-	char *buf = NULL, *nbuf;
-	size_t len = 0, size = 0, n;
-	FILE *fp;
+	char *buf, *exact;
 
-	if ((fp = fopen(path, "rb")) == NULL)
+	if ((buf = readfile(path, lenp)) == NULL)
 		return NULL;
-	for (;;) {
-		if (len == size) {
-			size = size ? size * 2 : 4096;
-			if ((nbuf = realloc(buf, size)) == NULL)
-				goto fail;
-			buf = nbuf;
-		}
-		if ((n = fread(buf + len, 1, size - len, fp)) == 0)
-			break;
-		len += n;
-	}
-	if (ferror(fp))
-		goto fail;
-	fclose(fp);
-	nbuf = fuzz_dup(buf, len);
+	exact = fuzz_dup(buf, *lenp);
 	free(buf);
-	*lenp = len;
-	return nbuf;
-fail:
-	free(buf);
-	fclose(fp);
-	return NULL;
+	return exact;
 }
 
 static int
