@@ -14,7 +14,7 @@
 #define SWEEP_BATCH	16	/* buckets looked at per lock hold */
 
 /* memcached's rule: up to 30 days is relative, above it absolute. */
-static int64_t
+int64_t
 ttl_to_exptime(int64_t ttl, int64_t now)
 {
 	if (ttl == 0)
@@ -39,7 +39,7 @@ is_placeholder(const struct item *it)
 }
 
 /* A value that a get may return: not a placeholder, not expired. */
-static bool
+bool
 is_live(const struct item *it, int64_t now)
 {
 	return !is_placeholder(it) && !item_expired(it, now);
@@ -216,8 +216,8 @@ new_placeholder(struct store *s, uint64_t hash, const void *key,
 	return it;
 }
 
-/* A pending placeholder that is not needed after all. */
-static void
+/* A reservation (a pending placeholder, a spare) not needed after all. */
+void
 do_resv_drop(struct store *s, struct item *it, uint32_t rec)
 {
 	rec_clear(s, (unsigned)s->slot, rec, item_off(s, it) | REC_RESV);

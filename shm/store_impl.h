@@ -324,6 +324,11 @@ void rec_clear(struct store *s, unsigned slot, uint32_t idx, uint64_t val);
 void do_item_unpin(struct store *s, struct item *it);
 int item_stripe_lock(struct store *s, uint64_t off);
 
+/* ops.c: shared with update.c */
+int64_t ttl_to_exptime(int64_t ttl, int64_t now);
+bool is_live(const struct item *it, int64_t now);
+void do_resv_drop(struct store *s, struct item *it, uint32_t rec);
+
 /* evict.c: allocation that makes room, with no lock held */
 struct item *store_alloc(struct store *s, size_t total, bool lease,
     uint64_t hash, uint32_t *rec, enum store_result *why);

@@ -11,24 +11,6 @@
 
 #include "shm/store_impl.h"
 
-/* memcached's rule, as in ops.c. */
-static int64_t
-exptime_of(int64_t ttl, int64_t now)
-{
-	if (ttl == 0)
-		return 0;
-	if (ttl < 0)
-		return -1;
-	return ttl <= STORE_TTL_RELATIVE_MAX ? now + ttl : ttl;
-}
-
-/* A value a get may return: not a placeholder, not expired. */
-static bool
-live(const struct item *it, int64_t now)
-{
-	return !(it->iflags & IT_PLACEHOLDER) && !item_expired(it, now);
-}
-
 /* An item of total bytes from what the pool has free (stripe lock held,
  * the pool lock taken inside it); NULL when only eviction would do. */
 static struct item *
@@ -45,12 +27,32 @@ do_alloc_free(struct store *s, size_t total, uint64_t hash, uint32_t *rec)
 	return it;
 }
 
-/* Drops a reservation that was not used (stripe lock held). */
-static void
-do_spare_drop(struct store *s, struct item *it, uint32_t rec)
+/*
+ * A spare item of need bytes for a change under stripe si's lock: from
+ * what the pool has free, or else made with the lock dropped, since only
+ * eviction would make room and it cannot run under a stripe lock; then
+ * *relocked says that the caller must start its change again.  Otherwise
+ * the error, the lock released.
+ */
+static enum store_result
+do_spare(struct store *s, unsigned si, size_t need, uint64_t hash,
+    struct item **spare, uint32_t *rec, bool *relocked)
 {
-	rec_clear(s, (unsigned)s->slot, rec, item_off(s, it) | REC_RESV);
-	do_item_unpin(s, it);
+	enum store_result why;
+
+	*relocked = false;
+	if ((*spare = do_alloc_free(s, need, hash, rec)) != NULL)
+		return STORE_OK;
+	stripe_unlock(s, si);
+	if ((*spare = store_alloc(s, need, false, hash, rec, &why)) == NULL) {
+		if (why == STORE_NOMEM)
+			CNT_ATOMIC(stripe_at(s, si), nomem);
+		return why;
+	}
+	if (stripe_lock(s, si) == -1)
+		return STORE_EINVAL;
+	*relocked = true;
+	return STORE_OK;
 }
 
 /* Links a reserved item holding key and val in place of old. */
@@ -92,7 +94,7 @@ do_current(struct store *s, unsigned si, uint64_t hash, const void *key,
 		it = NULL;
 	}
 	*found = it;
-	return it != NULL && live(it, now) ? it : NULL;
+	return it != NULL && is_live(it, now) ? it : NULL;
 }
 
 enum store_result
@@ -108,6 +110,7 @@ store_update(struct store *s, const void *key, size_t klen, int64_t ttl,
 	uint64_t hash;
 	unsigned si;
 	long n;
+	bool relocked;
 
 	if (s->slot < 0 || klen == 0 || klen > STORE_KEY_MAX)
 		return STORE_EINVAL;
@@ -126,7 +129,7 @@ again:
 		/* Nobody reads it: rewritten in place. */
 		memcpy(item_value(it), out, (size_t)n);
 		it->vcsum = value_csum(out, (size_t)n);
-		it->exptime = exptime_of(ttl, now);
+		it->exptime = ttl_to_exptime(ttl, now);
 		it->flags = flags;
 		it->cas = __atomic_fetch_add(&s->h->cas_next, 1,
 		    __ATOMIC_RELAXED);
@@ -134,28 +137,20 @@ again:
 		do_lru_bump(s, si, it);
 		r = STORE_OK;
 	} else {
-		if (spare == NULL)
-			spare = do_alloc_free(s, need, hash, &rec);
 		if (spare == NULL) {
-			/* Room is made with no lock held, then again. */
-			stripe_unlock(s, si);
-			spare = store_alloc(s, need, false, hash, &rec, &why);
-			if (spare == NULL) {
-				if (why == STORE_NOMEM)
-					CNT_ATOMIC(stripe_at(s, si), nomem);
+			if ((why = do_spare(s, si, need, hash, &spare, &rec,
+			    &relocked)) != STORE_OK)
 				return why;
-			}
-			if (stripe_lock(s, si) == -1)
-				return STORE_EINVAL;
-			goto again;
+			if (relocked)
+				goto again;
 		}
 		do_put(s, si, spare, rec, key, klen, out, (size_t)n,
-		    exptime_of(ttl, now), flags, found);
+		    ttl_to_exptime(ttl, now), flags, found);
 		spare = NULL;
 		r = STORE_OK;
 	}
 	if (spare != NULL)
-		do_spare_drop(s, spare, rec);
+		do_resv_drop(s, spare, rec);
 	if (r == STORE_OK)
 		CNT_ADD(stripe_at(s, si), sets, 1);
 	stripe_unlock(s, si);
@@ -196,6 +191,7 @@ store_acquire(struct store *s, const void *key, size_t klen, unsigned max,
 	uint32_t rec = 0;
 	uint64_t hash;
 	unsigned si;
+	bool relocked;
 
 	memset(ref, 0, sizeof(*ref));
 	if (s->slot < 0 || klen == 0 || klen > STORE_KEY_MAX)
@@ -212,19 +208,12 @@ again:
 	} else if (it != NULL) {
 		r = do_take(s, si, it, max, ref);
 	} else {
-		if (spare == NULL)
-			spare = do_alloc_free(s, need, hash, &rec);
 		if (spare == NULL) {
-			stripe_unlock(s, si);
-			spare = store_alloc(s, need, false, hash, &rec, &why);
-			if (spare == NULL) {
-				if (why == STORE_NOMEM)
-					CNT_ATOMIC(stripe_at(s, si), nomem);
+			if ((why = do_spare(s, si, need, hash, &spare, &rec,
+			    &relocked)) != STORE_OK)
 				return why;
-			}
-			if (stripe_lock(s, si) == -1)
-				return STORE_EINVAL;
-			goto again;
+			if (relocked)
+				goto again;
 		}
 		do_put(s, si, spare, rec, key, klen, "", 0, 0, 0, found);
 		it = spare;
@@ -232,7 +221,7 @@ again:
 		r = do_take(s, si, it, max, ref);
 	}
 	if (spare != NULL)
-		do_spare_drop(s, spare, rec);
+		do_resv_drop(s, spare, rec);
 	stripe_unlock(s, si);
 	return r;
 }

@@ -180,3 +180,40 @@ Test(store_acquire, counts_holders_and_reaps_the_dead)
 	store_release(s, &c);
 	store_destroy(s);
 }
+
+/*
+ * In a full store, a change finds no free memory under its stripe lock:
+ * it drops the lock while eviction makes room, then starts again (and an
+ * acquire alike).  Nothing is lost: the values come out right.
+ */
+Test(store_update, full_store_evicts_then_starts_again)
+{
+	struct store *s = mk(2);
+	struct store_stats st;
+	struct store_ref ref;
+	static char big[4000];
+	uint64_t one = 1, evicted;
+	char key[32];
+	int i;
+
+	cr_assert_eq(store_attach(s, 0), 0);
+	memset(big, 'x', sizeof(big));
+	for (i = 0; i < 100000; i++) {
+		snprintf(key, sizeof(key), "fill%d", i);
+		cr_assert_eq(store_set(s, key, strlen(key), big, sizeof(big),
+		    0, 0), STORE_OK);
+		store_stats(s, &st);
+		if (st.evictions > 0)
+			break;
+	}
+	cr_assert_gt(st.evictions, 0, "the store never filled");
+	evicted = st.evictions;
+	cr_assert_eq(store_update(s, "n", 1, 0, 0, add, &one), STORE_OK);
+	cr_assert_eq(store_update(s, "n", 1, 0, 0, add, &one), STORE_OK);
+	cr_assert_eq(value(s, "n"), 2);
+	cr_assert_eq(store_acquire(s, "k", 1, 1, &ref), STORE_HIT);
+	store_release(s, &ref);
+	store_stats(s, &st);
+	cr_assert_gt(st.evictions, evicted, "room was made for the changes");
+	store_destroy(s);
+}
