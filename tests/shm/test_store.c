@@ -25,14 +25,7 @@
 
 #include "shm/store.h"
 #include "shm/store_test.h"
-
-static int64_t fake_now = 1000000000;
-
-static int64_t
-fake_clock(void *arg)
-{
-	return fake_now;
-}
+#include "tests/shm/single.h"
 
 /* An anonymous store with the fake clock, attached as slot 0. */
 static struct store *
@@ -49,30 +42,6 @@ mk(size_t size, unsigned stripes, size_t max_object)
 	store_set_clock(s, fake_clock, NULL);
 	cr_assert_eq(store_attach(s, 0), 0);
 	return s;
-}
-
-static enum store_result
-set_str(struct store *s, const char *k, const char *v, int64_t ttl)
-{
-	return store_set(s, k, strlen(k), v, strlen(v), ttl, 7);
-}
-
-/* Asserts that k is a hit with value v (NULL: a miss). */
-static void
-expect(struct store *s, const char *k, const char *v)
-{
-	struct store_ref ref;
-	enum store_result r = store_get(s, k, strlen(k), &ref);
-
-	if (v == NULL) {
-		cr_assert_eq(r, STORE_MISS, "%s: want a miss, got %d", k, r);
-		return;
-	}
-	cr_assert_eq(r, STORE_HIT, "%s: want a hit, got %d", k, r);
-	cr_assert_eq(ref.len, strlen(v), "%s: length", k);
-	cr_assert_arr_eq(ref.data, v, ref.len, "%s: value", k);
-	cr_assert_eq(ref.flags, 7);
-	store_release(s, &ref);
 }
 
 Test(store, set_get_delete)

@@ -27,14 +27,7 @@
 
 #include "shm/store.h"
 #include "shm/store_test.h"
-
-static int64_t fake_now = 1000000000;
-
-static int64_t
-fake_clock(void *arg)
-{
-	return fake_now;
-}
+#include "tests/shm/single.h"
 
 /* A fresh directory for store files. */
 static char *
@@ -68,28 +61,6 @@ mk_file(const char *path, size_t size, unsigned stripes, bool persist,
 	store_set_clock(s, fake_clock, NULL);
 	cr_assert_eq(store_attach(s, 0), 0);
 	return s;
-}
-
-static enum store_result
-set_str(struct store *s, const char *k, const char *v, int64_t ttl)
-{
-	return store_set(s, k, strlen(k), v, strlen(v), ttl, 7);
-}
-
-static void
-expect(struct store *s, const char *k, const char *v)
-{
-	struct store_ref ref;
-	enum store_result r = store_get(s, k, strlen(k), &ref);
-
-	if (v == NULL) {
-		cr_assert_eq(r, STORE_MISS, "%s: want a miss, got %d", k, r);
-		return;
-	}
-	cr_assert_eq(r, STORE_HIT, "%s: want a hit, got %d", k, r);
-	cr_assert_eq(ref.len, strlen(v), "%s: length", k);
-	cr_assert_arr_eq(ref.data, v, ref.len, "%s: value", k);
-	store_release(s, &ref);
 }
 
 Test(store_persist, warm_restart_keeps_contents)

@@ -21,14 +21,7 @@
 
 #include "shm/store.h"
 #include "shm/store_test.h"
-
-static int64_t fake_now = 1000000000;
-
-static int64_t
-fake_clock(void *arg)
-{
-	return fake_now;
-}
+#include "tests/shm/single.h"
 
 /* Like the master makes it: 4 slots for each of 4 workers, 4096 refs. */
 static struct store *

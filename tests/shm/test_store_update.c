@@ -15,14 +15,7 @@
 #include <criterion/criterion.h>
 
 #include "shm/store.h"
-
-static int64_t fake_now = 1000000000;
-
-static int64_t
-fake_clock(void *arg)
-{
-	return fake_now;
-}
+#include "tests/shm/single.h"
 
 static struct store *
 mk(unsigned slots)
