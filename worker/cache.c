@@ -767,15 +767,15 @@ static void
 accept_copies(struct cache_req *cr, const struct http_request *r)
 {
 	struct span ae = http_header_get(r, "Accept-Encoding");
-	unsigned offer = (worker.cf->brotli ? 1u << CENC_BR : 0) |
-	    (worker.cf->gzip ? 1u << CENC_GZIP : 0);
+	unsigned offer = (worker.cf->brotli ? 1u << ENC_BR : 0) |
+	    (worker.cf->gzip ? 1u << ENC_GZIP : 0);
 	int i, pick;
 
 	cr->enc_pick[0] = cr->enc_pick[1] = -1;
 	if (ae.p == NULL || cr->rcc.no_transform)
 		return;
 	for (i = 0; i < 2 && offer != 0; i++) {
-		pick = http_encoding_pick(ae, cache_enc_token, CENC_COUNT,
+		pick = http_encoding_pick(ae, http_enc_token, ENC_COUNT,
 		    offer);
 		if (pick < 0)
 			break;

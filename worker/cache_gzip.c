@@ -18,7 +18,7 @@
 #include "worker/http_field.h"
 #include "worker/http_response.h"
 
-/* Each encoding's copy, in enum cache_enc order. */
+/* Each encoding's copy, in enum http_enc order. */
 static const struct {
 	uint32_t kept, copy;		/* CO_* of the response, of the copy */
 	const char *ce;			/* its Content-Encoding line */
@@ -26,17 +26,13 @@ static const struct {
 	size_t (*key)(const char *, size_t, char *);
 	char *(*compress)(const struct config *, const char *, size_t,
 	    size_t *);
-} encs[CENC_COUNT] = {
-	[CENC_BR] = { CO_BR, CO_BRCOPY, "Content-Encoding: br\r\n", "-br",
+} encs[ENC_COUNT] = {
+	[ENC_BR] = { CO_BR, CO_BRCOPY, "Content-Encoding: br\r\n", "-br",
 	    qkey_of, brotli_bytes },
-	[CENC_GZIP] = { CO_GZ, CO_GZCOPY, "Content-Encoding: gzip\r\n",
+	[ENC_GZIP] = { CO_GZ, CO_GZCOPY, "Content-Encoding: gzip\r\n",
 	    "-gz", zkey_of, gzip_bytes },
 };
 
-const char *const cache_enc_token[CENC_COUNT] = {
-	[CENC_BR] = "br",
-	[CENC_GZIP] = "gzip",
-};
 
 /*
  * Tells fills of one URL apart, whichever worker made them, so a gzip copy
@@ -84,7 +80,7 @@ gz_wanted(const struct http_response *r, const struct http_cache_control *cc,
  * body.  False when it is not worth it or cannot be done.
  */
 static bool
-copy_store(struct cache_req *cr, enum cache_enc e)
+copy_store(struct cache_req *cr, enum http_enc e)
 {
 	const struct cache_obj *co = &cr->co;
 	const char *etag = cr->cbuf + sizeof(*co), *ce = encs[e].ce;
@@ -161,9 +157,9 @@ gz_store(struct cache_req *cr)
 {
 	uint32_t kept = 0;
 
-	if (worker.cf->gzip && copy_store(cr, CENC_GZIP))
+	if (worker.cf->gzip && copy_store(cr, ENC_GZIP))
 		kept |= CO_GZ;
-	if (worker.cf->brotli && copy_store(cr, CENC_BR))
+	if (worker.cf->brotli && copy_store(cr, ENC_BR))
 		kept |= CO_BR;
 	return kept;
 }
@@ -171,7 +167,7 @@ gz_store(struct cache_req *cr)
 /* Gives copy e the fields and freshness its response got from r. */
 static void
 copy_renew(const struct cache_req *cr, const struct cache_obj *co,
-    const struct http_response *r, enum cache_enc e)
+    const struct http_response *r, enum http_enc e)
 {
 	char z[STORE_KEY_MAX], *copy;
 	const char *lines;
@@ -219,9 +215,9 @@ void
 gz_renew(const struct cache_req *cr, const struct cache_obj *co,
     const struct http_response *r)
 {
-	for (int e = 0; e < CENC_COUNT; e++)
+	for (int e = 0; e < ENC_COUNT; e++)
 		if (co->flags & encs[e].kept)
-			copy_renew(cr, co, r, (enum cache_enc)e);
+			copy_renew(cr, co, r, (enum http_enc)e);
 }
 
 /*

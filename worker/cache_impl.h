@@ -86,7 +86,7 @@ struct cache_req {
 	enum cr_role role;
 	enum xc xc;
 	signed char enc_pick[2];	/* the copies the client takes, best
-					   first (enum cache_enc), or -1 */
+					   first (enum http_enc), or -1 */
 	bool lease;			/* this request fills the key */
 	bool stale;			/* a stale copy is there */
 	bool reval;			/* ask the upstream if it changed */
@@ -156,8 +156,6 @@ extern const struct span xc_line[];
 extern const char *const xc_name[];	/* "HIT", ..., for logs, counters */
 
 /* cache_gzip.c: one compressed copy per encoding. */
-enum cache_enc { CENC_BR, CENC_GZIP, CENC_COUNT };
-extern const char *const cache_enc_token[CENC_COUNT];
 uint64_t fill_nonce(void);
 bool gz_wanted(const struct http_response *r,
     const struct http_cache_control *cc, size_t nvary);

@@ -196,6 +196,12 @@ bool http_etag_match(const char *list, size_t len, const char *etag,
  */
 bool http_accepts_gzip(struct span v);
 
+/* The encodings corral compresses into, best first when q-values tie. */
+enum http_enc { ENC_BR, ENC_GZIP, ENC_COUNT };
+/* Their tokens ("br", "gzip") and Content-Encoding lines, CRLF ended. */
+extern const char *const http_enc_token[ENC_COUNT];
+extern const char *const http_enc_field[ENC_COUNT];
+
 /*
  * The content-coding an Accept-Encoding value v weighs highest among
  * names[i] for the bits i of offer (q-values; a tie goes to the lower

@@ -917,6 +917,14 @@ weight(struct span e)
 	return 1000;
 }
 
+const char *const http_enc_token[ENC_COUNT] = {
+	[ENC_BR] = "br", [ENC_GZIP] = "gzip",
+};
+const char *const http_enc_field[ENC_COUNT] = {
+	[ENC_BR] = "Content-Encoding: br\r\n",
+	[ENC_GZIP] = "Content-Encoding: gzip\r\n",
+};
+
 int
 http_encoding_pick(struct span v, const char *const *names, int n,
     unsigned offer)

@@ -86,7 +86,6 @@ mc_http_request_key(const struct conn *c, const struct config_location *l,
 }
 
 /* The copies made of pages, best first on a tie (as for files). */
-enum mc_enc { MCE_BR, MCE_GZIP, MCE_COUNT };
 
 static const struct {
 	char ns;			/* of the copy's store key */
@@ -94,14 +93,11 @@ static const struct {
 	const char *suffix;		/* of its entity tag */
 	char *(*compress)(const struct config *, const char *, size_t,
 	    size_t *);
-} encs[MCE_COUNT] = {
-	[MCE_BR] = { CACHE_NS_MEMCACHED_BR, "Content-Encoding: br\r\n"
+} encs[ENC_COUNT] = {
+	[ENC_BR] = { CACHE_NS_MEMCACHED_BR, "Content-Encoding: br\r\n"
 	    VARY_LINE, "br", brotli_bytes },
-	[MCE_GZIP] = { CACHE_NS_MEMCACHED_GZIP, "Content-Encoding: gzip\r\n"
+	[ENC_GZIP] = { CACHE_NS_MEMCACHED_GZIP, "Content-Encoding: gzip\r\n"
 	    VARY_LINE, "gz", gzip_bytes },
-};
-static const char *const enc_token[MCE_COUNT] = {
-	[MCE_BR] = "br", [MCE_GZIP] = "gzip",
 };
 
 /*
@@ -111,7 +107,7 @@ static const char *const enc_token[MCE_COUNT] = {
  * not shrink, or another worker is compressing it right now).
  */
 static bool
-enc_copy(enum mc_enc e, const char *key, size_t klen, const struct mc_got *g,
+enc_copy(enum http_enc e, const char *key, size_t klen, const struct mc_got *g,
     struct store_ref *out)
 {
 	struct store *s = worker.store;
@@ -146,7 +142,7 @@ enc_copy(enum mc_enc e, const char *key, size_t klen, const struct mc_got *g,
 
 /* 200 with the copy z in encoding e (conditionals on its entity tag). */
 static void
-answer_enc(struct conn *c, enum mc_enc e, const char *type, const char *date,
+answer_enc(struct conn *c, enum http_enc e, const char *type, const char *date,
     const struct mc_got *g, struct store_ref *z)
 {
 	const struct http_request *r = conn_req(c);
@@ -197,9 +193,9 @@ answer_encoded(struct conn *c, const char *type, const char *date,
 	if (ae.p == NULL)
 		return false;
 	while (offer != 0 &&
-	    (pick = http_encoding_pick(ae, enc_token, MCE_COUNT, offer)) >= 0) {
-		if (enc_copy((enum mc_enc)pick, key, klen, g, &z)) {
-			answer_enc(c, (enum mc_enc)pick, type, date, g, &z);
+	    (pick = http_encoding_pick(ae, http_enc_token, ENC_COUNT, offer)) >= 0) {
+		if (enc_copy((enum http_enc)pick, key, klen, g, &z)) {
+			answer_enc(c, (enum http_enc)pick, type, date, g, &z);
 			return true;
 		}
 		offer &= ~(1u << pick);
@@ -228,8 +224,8 @@ answer(struct conn *c, const struct config_location *l, const char *path,
 	/* Compressed once, for every worker, when the client takes it. */
 	if (!gz && g->len >= worker.cf->gzip_min_length &&
 	    gzip_type(worker.cf, type, strlen(type)))
-		offer = (worker.cf->brotli ? 1u << MCE_BR : 0) |
-		    (worker.cf->gzip ? 1u << MCE_GZIP : 0);
+		offer = (worker.cf->brotli ? 1u << ENC_BR : 0) |
+		    (worker.cf->gzip ? 1u << ENC_GZIP : 0);
 	vary = offer != 0;
 	if (vary && r->range.p == NULL &&
 	    answer_encoded(c, type, date, key, klen, g, offer))

@@ -346,16 +346,16 @@ fentry_headers(struct fentry *fe)
 		    sizeof(fe->eetag[e]), "\"%llx-%llx-%s\"",
 		    (unsigned long long)fe->mtime,
 		    (unsigned long long)fe->size, e == ENC_GZIP ? "gz" :
-		    enc_token[e]);
+		    http_enc_token[e]);
 		/* Content-Encoding last: a 304 leaves it out. */
 		n = snprintf(NULL, 0, "Content-Type: %s\r\nLast-Modified: "
 		    "%s\r\nETag: %s\r\n%s%s", fe->type, lm, fe->eetag[e],
-		    vary, enc_ce[e]);
+		    vary, http_enc_field[e]);
 		if ((fe->ehdr[e] = malloc((size_t)n + 1)) == NULL)
 			return false;
 		snprintf(fe->ehdr[e], (size_t)n + 1, "Content-Type: %s\r\n"
 		    "Last-Modified: %s\r\nETag: %s\r\n%s%s", fe->type, lm,
-		    fe->eetag[e], vary, enc_ce[e]);
+		    fe->eetag[e], vary, http_enc_field[e]);
 		fe->ehdr_len[e] = (size_t)n;
 	}
 	return true;

@@ -28,19 +28,12 @@
 
 #define cur static_cur
 
-const char *const enc_ce[ENC_COUNT] = {
-	[ENC_BR] = "Content-Encoding: br\r\n",
-	[ENC_GZIP] = "Content-Encoding: gzip\r\n",
-};
-const char *const enc_token[ENC_COUNT] = {
-	[ENC_BR] = "br", [ENC_GZIP] = "gzip",
-};
 static const char *const enc_suffix[ENC_COUNT] = {
 	[ENC_BR] = ".br", [ENC_GZIP] = ".gz",
 };
 
 static char *
-compress_enc(enum enc e, const char *p, size_t len, size_t *outlen)
+compress_enc(enum http_enc e, const char *p, size_t len, size_t *outlen)
 {
 	return e == ENC_GZIP ? gzip_bytes(worker.cf, p, len, outlen) :
 	    brotli_bytes(worker.cf, p, len, outlen);
@@ -48,7 +41,7 @@ compress_enc(enum enc e, const char *p, size_t len, size_t *outlen)
 
 /* Makes the copy of fe in encoding e, unless another worker is at it. */
 static void
-enc_fill(struct fentry *fe, enum enc e)
+enc_fill(struct fentry *fe, enum http_enc e)
 {
 	struct store *s = worker.store;
 	struct store_ref src, l;
@@ -83,12 +76,12 @@ enc_fill(struct fentry *fe, enum enc e)
 /* The headers of a 304 for a copy: validators and Vary, without
  * Content-Type and Content-Encoding, which would relabel the client's. */
 static void
-not_modified(struct conn *c, const char *hdr, size_t len, enum enc e)
+not_modified(struct conn *c, const char *hdr, size_t len, enum http_enc e)
 {
 	const char *nl = strchr(hdr, '\n') + 1;
 
 	resp_status(c, 304);
-	resp_header(c, nl, len - strlen(enc_ce[e]) - (size_t)(nl - hdr));
+	resp_header(c, nl, len - strlen(http_enc_field[e]) - (size_t)(nl - hdr));
 	resp_header(c, cur.extra, cur.elen);
 	resp_end_headers(c, -1);
 	resp_done(c, 304, 0);
@@ -96,7 +89,7 @@ not_modified(struct conn *c, const char *hdr, size_t len, enum enc e)
 
 /* Answers with corral's copy in encoding e; false to answer otherwise. */
 static bool
-serve_copy(struct conn *c, struct fentry *fe, enum enc e)
+serve_copy(struct conn *c, struct fentry *fe, enum http_enc e)
 {
 	const struct http_request *r = conn_req(c);
 	struct store_ref ref;
@@ -146,7 +139,7 @@ serve_copy(struct conn *c, struct fentry *fe, enum enc e)
 
 /* file.br or file.gz, if it is a file not older than fe's. */
 static struct fentry *
-sibling(const struct fentry *fe, enum enc e)
+sibling(const struct fentry *fe, enum http_enc e)
 {
 	char path[PATH_MAX];
 	struct fentry *z;
@@ -169,7 +162,7 @@ sibling(const struct fentry *fe, enum enc e)
 /* Sends gzip_static's file z for fe, in encoding e. */
 static void
 serve_sibling(struct conn *c, struct fentry *fe, struct fentry *z,
-    enum enc e)
+    enum http_enc e)
 {
 	const struct http_request *r = conn_req(c);
 	char hdr[1024], lm[HTTP_DATE_LEN + 1];
@@ -178,7 +171,7 @@ serve_sibling(struct conn *c, struct fentry *fe, struct fentry *z,
 	http_date_format(z->mtime, lm);
 	n = snprintf(hdr, sizeof(hdr), "Content-Type: %s\r\nLast-Modified: "
 	    "%s\r\nETag: %s\r\nVary: Accept-Encoding\r\n%s", fe->type, lm,
-	    z->etag, enc_ce[e]);
+	    z->etag, http_enc_field[e]);
 	if (n < 0 || (size_t)n >= sizeof(hdr)) {
 		resp_error(c, 500);
 		return;
@@ -208,12 +201,12 @@ serve_static_file(struct conn *c, struct fentry *fe, struct span ae)
 	int e, pick;
 
 	for (e = 0; e < ENC_COUNT; e++)
-		if ((z[e] = sibling(fe, (enum enc)e)) != NULL)
+		if ((z[e] = sibling(fe, (enum http_enc)e)) != NULL)
 			offer |= 1u << e;
-	pick = offer ? http_encoding_pick(ae, enc_token, ENC_COUNT, offer) :
+	pick = offer ? http_encoding_pick(ae, http_enc_token, ENC_COUNT, offer) :
 	    -1;
 	if (pick >= 0)
-		serve_sibling(c, fe, z[pick], (enum enc)pick);
+		serve_sibling(c, fe, z[pick], (enum http_enc)pick);
 	for (e = 0; e < ENC_COUNT; e++)
 		if (z[e] != NULL)
 			fentry_release(z[e]);
@@ -235,8 +228,8 @@ static_serve_encoded(struct conn *c, struct fentry *fe)
 	/* The best accepted copy; one that does not shrink lets the next
 	 * best try. */
 	while (offer != 0 &&
-	    (pick = http_encoding_pick(ae, enc_token, ENC_COUNT, offer)) >= 0) {
-		if (serve_copy(c, fe, (enum enc)pick))
+	    (pick = http_encoding_pick(ae, http_enc_token, ENC_COUNT, offer)) >= 0) {
+		if (serve_copy(c, fe, (enum http_enc)pick))
 			return true;
 		offer &= ~(1u << pick);
 	}

@@ -19,8 +19,6 @@ struct conn;
 struct pin;
 struct config_location;
 
-/* The encodings corral compresses into, best first when weights tie. */
-enum enc { ENC_BR, ENC_GZIP, ENC_COUNT };
 
 struct fentry {
 	struct fentry *hnext;		/* hash chain */
@@ -74,8 +72,6 @@ struct static_cur {
 extern struct static_cur static_cur;
 
 /* "Content-Encoding: gzip\r\n" and the token of each encoding. */
-extern const char *const enc_ce[ENC_COUNT];
-extern const char *const enc_token[ENC_COUNT];
 
 /* An entry of the open-file cache (no charset, the global default_type),
  * referenced; NULL when out of memory. */
