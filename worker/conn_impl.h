@@ -85,6 +85,11 @@ struct conn_rq {
 	struct http_request req;
 	struct http_chunked chunk;
 	struct conn_log log;
+	struct store_ref lc_ref;	/* limit_conn: the pin that counts it
+					   (conn.lc_zone >= 0) */
+	uint64_t body_left;
+	uint64_t body_seen;
+	bool body_chunked;
 };
 
 struct conn {
@@ -127,10 +132,6 @@ struct conn {
 	bool in_error_page;	/* serving an error_page: no other one */
 	bool limits_passed;	/* limit_req let it through (delayed) */
 	int lc_zone;		/* limit_conn held in this zone, or -1 */
-	struct store_ref lc_ref;	/* the pin that counts it */
-	uint64_t body_left;
-	uint64_t body_seen;
-	bool body_chunked;
 	struct proxy *px;	/* a proxied response is in flight */
 
 	struct oseg *segs;	/* OSEG_MAX of them, or NULL when idle */

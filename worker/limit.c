@@ -140,7 +140,7 @@ limit_conn_enter(struct conn *c, const struct config_location *l)
 	    key))
 		return 0;
 	r = store_acquire(worker.store, key, sizeof(key),
-	    (unsigned)l->limit_conn, &c->lc_ref);
+	    (unsigned)l->limit_conn, &c->rq->lc_ref);
 	if (r == STORE_HIT) {
 		c->lc_zone = l->limit_conn_zone;
 		return 0;
@@ -159,6 +159,6 @@ limit_conn_leave(struct conn *c)
 {
 	if (c->lc_zone < 0)
 		return;
-	store_release(worker.store, &c->lc_ref);
+	store_release(worker.store, &c->rq->lc_ref);
 	c->lc_zone = -1;
 }

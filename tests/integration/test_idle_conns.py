@@ -106,7 +106,7 @@ class IdleMemoryTest(CorralTestCase):
     """
 
     N = 2000
-    LIMIT = 960	# bytes per idle connection (752 measured)
+    LIMIT = 800	# bytes per idle connection (655 measured)
     LIMIT_ASAN = 4096	# ASan's allocator adds redzones and shadow
 
     def test_idle_connection_memory(self):
