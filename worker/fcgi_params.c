@@ -1,12 +1,11 @@
 /*
  * The CGI/1.1 parameters of a FastCGI request.  See fcgi_params.h.
  *
- * The list is written twice with the same calls: once to count its bytes
- * (fcgi_params_init with no buffer), once into the room reserved for
- * them, so nothing is copied twice and nothing is allocated per request.
+ * The list is written once into the room the request buffer has; a list
+ * larger than that is counted by the same calls and written again into
+ * room of its size, so nothing is allocated per request.
  */
 #include <limits.h>
-#include <stdio.h>
 
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
@@ -51,6 +50,8 @@ static const struct span names[] = {
 };
 
 #define PREP_MAX	(64 * 1024)	/* expanded values of one request */
+#define PARAMS_ROOM	2048		/* the list's room before it is
+					   counted: most fit */
 
 /*
  * What the request's route says, taken when the handler starts: the
@@ -80,7 +81,7 @@ static pcre2_match_data *md;
 /* Each default's value: up to two pieces (root and script name). */
 struct values {
 	struct span v[P_COUNT][2];
-	char cl[24], rport[8], sport[8];
+	char cl[24], rport[24], sport[24];	/* http_u64 wants 20 */
 	char saddr[INET6_ADDRSTRLEN];
 };
 
@@ -132,11 +133,9 @@ defaults(const struct upstream_request *rq, struct values *v)
 	x[P_CONTENT_TYPE][0] = http_header_get(r, "Content-Type");
 	if (x[P_CONTENT_TYPE][0].p == NULL)
 		x[P_CONTENT_TYPE][0] = str("");
-	v->cl[0] = '\0';
-	if (r->content_length >= 0)
-		snprintf(v->cl, sizeof(v->cl), "%lld",
-		    (long long)r->content_length);
-	x[P_CONTENT_LENGTH][0] = str(v->cl);
+	x[P_CONTENT_LENGTH][0] = (struct span){ v->cl,
+	    r->content_length >= 0 ?
+	    http_u64(v->cl, (uint64_t)r->content_length) : 0 };
 	x[P_SCRIPT_NAME][0] = (struct span){ fp->script, fp->slen };
 	x[P_PATH_INFO][0] = (struct span){ fp->pinfo, fp->pilen };
 	x[P_REQUEST_URI][0] = r->target;
@@ -148,15 +147,15 @@ defaults(const struct upstream_request *rq, struct values *v)
 	x[P_GATEWAY_INTERFACE][0] = str("CGI/1.1");
 	x[P_SERVER_SOFTWARE][0] = str(SOFTWARE);
 	x[P_REMOTE_ADDR][0] = str(conn_peer(rq->c));
-	snprintf(v->rport, sizeof(v->rport), "%u", conn_peer_port(rq->c));
-	x[P_REMOTE_PORT][0] = str(v->rport);
+	x[P_REMOTE_PORT][0] = (struct span){ v->rport,
+	    http_u64(v->rport, conn_peer_port(rq->c)) };
 	if (!conn_local(rq->c, v->saddr, sizeof(v->saddr), &port)) {
 		v->saddr[0] = '\0';
 		port = 0;
 	}
-	snprintf(v->sport, sizeof(v->sport), "%u", port);
 	x[P_SERVER_ADDR][0] = str(v->saddr);
-	x[P_SERVER_PORT][0] = str(v->sport);
+	x[P_SERVER_PORT][0] = (struct span){ v->sport,
+	    http_u64(v->sport, port) };
 	x[P_SERVER_NAME][0] = str(s->nnames > 0 ? s->names[0] : "");
 	x[P_REDIRECT_STATUS][0] = str("200");
 	/* nginx: fastcgi_param HTTPS $https if_not_empty. */
@@ -421,25 +420,34 @@ fcgi_params_build(const struct upstream_request *rq, uint16_t id,
 {
 	struct fcgi_params w;
 	struct values v;
-	size_t n;
+	size_t n, room;
 	char *dst;
 
 	if (rq->fcgi == NULL)
 		return 500;
 	defaults(rq, &v);
 
-	fcgi_params_init(&w, NULL, id);
+	/* Written once into the buffer's room; a list larger than that is
+	 * counted by the same pass, then written into room of its size. */
+	if ((dst = upstream_buf_reserve(out, FCGI_BEGIN_LEN +
+	    PARAMS_ROOM)) == NULL)
+		return 502;
+	room = out->size - out->len - FCGI_BEGIN_LEN;
+	fcgi_params_init(&w, dst + FCGI_BEGIN_LEN, id);
+	w.cap = room;
 	if (!write_all(&w, rq, &v))
 		return 500;
-	n = FCGI_BEGIN_LEN + fcgi_params_end(&w);
-	if ((dst = upstream_buf_reserve(out, n)) == NULL)
-		return 502;
+	if ((n = fcgi_params_end(&w)) > room) {
+		if ((dst = upstream_buf_reserve(out, FCGI_BEGIN_LEN + n)) ==
+		    NULL)
+			return 502;
+		fcgi_params_init(&w, dst + FCGI_BEGIN_LEN, id);
+		if (!write_all(&w, rq, &v))
+			return 502;
+		fcgi_params_end(&w);
+	}
 	fcgi_begin_request(dst, id, keep_conn);
-	fcgi_params_init(&w, dst + FCGI_BEGIN_LEN, id);
-	if (!write_all(&w, rq, &v))
-		return 502;
-	fcgi_params_end(&w);
-	out->len += n;
+	out->len += FCGI_BEGIN_LEN + n;
 	return 0;
 }
 

@@ -77,7 +77,17 @@ fcgi_params_init(struct fcgi_params *w, char *out, uint16_t id)
 {
 	memset(w, 0, sizeof(*w));
 	w->out = out;
+	w->cap = SIZE_MAX;
 	w->id = id;
+}
+
+/* Whether n more bytes can be written at len; past the room, never. */
+static bool
+room(struct fcgi_params *w, size_t n)
+{
+	if (w->out != NULL && (w->len > w->cap || n > w->cap - w->len))
+		w->out = NULL;
+	return w->out != NULL;
 }
 
 static void
@@ -126,7 +136,7 @@ put(struct fcgi_params *w, const char *p, size_t n, bool cgi_name)
 		if (!w->open || w->clen == FCGI_MAX_CONTENT)
 			open_record(w);
 		k = MIN(n, FCGI_MAX_CONTENT - w->clen);
-		if (w->out != NULL && cgi_name)
+		if (room(w, k) && cgi_name)
 			copy_cgi_name(w->out + w->len, p, k);
 		else if (w->out != NULL)
 			memcpy(w->out + w->len, p, k);
@@ -152,6 +162,38 @@ pair_len(unsigned char *out, size_t n)
 	return 4;
 }
 
+/*
+ * The usual case, a pair inside the open record: one copy of each piece
+ * and nothing when only counting (the caller moves the lengths).
+ */
+static void
+add_whole(struct fcgi_params *w, const unsigned char *lens, size_t size,
+    bool http, const char *name, size_t nlen, const struct span *value,
+    size_t nv, size_t total)
+{
+	char *d;
+	size_t i;
+
+	if (!room(w, total))
+		return;
+	d = w->out + w->len;
+	memcpy(d, lens, size);
+	d += size;
+	if (http) {
+		memcpy(d, "HTTP_", 5);
+		copy_cgi_name(d + 5, name, nlen);
+		d += 5 + nlen;
+	} else if (nlen > 0) {
+		memcpy(d, name, nlen);
+		d += nlen;
+	}
+	for (i = 0; i < nv; i++)
+		if (value[i].len > 0) {
+			memcpy(d, value[i].p, value[i].len);
+			d += value[i].len;
+		}
+}
+
 bool
 fcgi_params_add(struct fcgi_params *w, const char *name, size_t nlen,
     bool http, const struct span *value, size_t nv)
@@ -170,9 +212,16 @@ fcgi_params_add(struct fcgi_params *w, const char *name, size_t nlen,
 	size += pair_len(lens + size, vlen);
 
 	/* A pair that fits in a record of its own starts one if needed. */
-	if (w->open && size + flen + vlen <= FCGI_MAX_CONTENT &&
-	    w->clen + size + flen + vlen > FCGI_MAX_CONTENT)
-		close_record(w);
+	if (size + flen + vlen <= FCGI_MAX_CONTENT) {
+		if (!w->open ||
+		    w->clen + size + flen + vlen > FCGI_MAX_CONTENT)
+			open_record(w);
+		add_whole(w, lens, size, http, name, nlen, value, nv,
+		    size + flen + vlen);
+		w->len += size + flen + vlen;
+		w->clen += size + flen + vlen;
+		return true;
+	}
 	put(w, (const char *)lens, size, false);
 	if (http)
 		put(w, "HTTP_", 5, false);
@@ -195,7 +244,7 @@ fcgi_params_end(struct fcgi_params *w)
 {
 	if (w->open)
 		close_record(w);
-	if (w->out != NULL)
+	if (room(w, FCGI_HEADER_LEN))
 		fcgi_header(w->out + w->len, FCGI_PARAMS, w->id, 0);
 	w->len += FCGI_HEADER_LEN;
 	return w->len;

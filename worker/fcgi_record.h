@@ -68,6 +68,8 @@ void fcgi_begin_request(char *out, uint16_t id, bool keep_conn);
  */
 struct fcgi_params {
 	char *out;			/* NULL: only count */
+	size_t cap;			/* room at out; a pair past it
+					   turns the writer to counting */
 	size_t len;			/* bytes of the stream so far */
 	size_t rec;			/* offset of the open record */
 	size_t clen;			/* its content bytes */

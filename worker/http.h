@@ -223,4 +223,8 @@ const char *http_status_line(int status, size_t *len);
 /* Writes v in decimal at dst, which has room for 20 digits; its length. */
 size_t http_u64(char *dst, uint64_t v);
 
+/* Writes a chunk's size line, len in hex and CRLF, at dst, which has room
+ * for 18 bytes; its length. */
+size_t http_chunk_line(char *dst, uint64_t len);
+
 #endif

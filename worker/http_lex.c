@@ -119,6 +119,23 @@ http_u64(char *dst, uint64_t v)
 	return (size_t)(tmp + sizeof(tmp) - p);
 }
 
+size_t
+http_chunk_line(char *dst, uint64_t len)
+{
+	static const char hex[] = "0123456789abcdef";
+	char tmp[16], *p = tmp + sizeof(tmp);
+	size_t n;
+
+	do
+		*--p = hex[len & 15];
+	while ((len >>= 4) != 0);
+	n = (size_t)(tmp + sizeof(tmp) - p);
+	memcpy(dst, p, n);
+	dst[n] = '\r';
+	dst[n + 1] = '\n';
+	return n + 2;
+}
+
 int
 http_decimal(struct span v, int64_t *out)
 {

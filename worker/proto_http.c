@@ -165,8 +165,7 @@ http_request_body(void *vctx, const char *p, size_t len, bool last,
 	bool ok = true;
 
 	if (ctx->chunked && len > 0) {
-		snprintf(size, sizeof(size), "%zx\r\n", len);
-		ok = upstream_buf_str(out, size) &&
+		ok = upstream_buf_add(out, size, http_chunk_line(size, len)) &&
 		    upstream_buf_add(out, p, len) &&
 		    upstream_buf_add(out, "\r\n", 2);
 	} else if (len > 0) {

@@ -21,7 +21,6 @@
  * than PX_OUT_HIGH.
  */
 #include <stddef.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -859,7 +858,7 @@ px_out(struct proxy *px, const char *p, size_t len)
 	size_t n;
 
 	if (px->out == OUT_CHUNK) {
-		n = (size_t)snprintf(size, sizeof(size), "%zx\r\n", len);
+		n = http_chunk_line(size, len);
 		resp_body_copy(px->c, size, n);
 		resp_body_copy(px->c, p, len);
 		resp_body_copy(px->c, "\r\n", 2);

@@ -314,6 +314,47 @@ Test(fcgi, params_huge_pair)
 	free(buf);
 }
 
+/*
+ * A writer with less room than the list counts it all the same and
+ * writes nothing past its room; with room enough it writes what an
+ * unbounded writer does (fcgi_params_build writes once into its room).
+ */
+static void
+check_room(params_fn fn, size_t cap)
+{
+	struct fcgi_params w;
+	size_t n, full;
+	char *ref = build_params(fn, &full), *out = malloc(full + 64);
+
+	memset(out, 0x5a, full + 64);
+	fcgi_params_init(&w, out, ID);
+	w.cap = cap;
+	fn(&w);
+	n = fcgi_params_end(&w);
+	cr_assert_eq(n, full, "room %zu: counted %zu, not %zu", cap, n, full);
+	for (size_t i = cap; i < full + 64; i++)
+		cr_assert_eq(out[i], 0x5a, "room %zu: byte %zu written", cap,
+		    i);
+	if (cap >= full)
+		cr_assert_eq(memcmp(out, ref, full), 0);
+	free(out);
+	free(ref);
+}
+
+Test(fcgi, params_room)
+{
+	size_t full;
+	char *ref = build_params(few_pairs, &full);
+
+	free(ref);
+	for (size_t cap = 0; cap <= full + 8; cap++)
+		check_room(few_pairs, cap);
+	memset(big, 'y', sizeof(big));
+	check_room(many_pairs, 0);
+	check_room(many_pairs, 65000);
+	check_room(many_pairs, 200000);
+}
+
 Test(fcgi, params_http_names)
 {
 	struct fcgi_params w;
