@@ -991,6 +991,25 @@ Test(parse, u64)
 	}
 }
 
+Test(parse, chunk_line)
+{
+	const uint64_t t[] = { 0, 1, 9, 10, 15, 16, 255, 4096, 65535,
+	    0xabcdef, 0x7fffffff, UINT64_MAX };
+	char got[24], want[24];
+	size_t n;
+
+	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+		memset(got, 'x', sizeof(got));
+		n = http_chunk_line(got, t[i]);
+		snprintf(want, sizeof(want), "%llx\r\n",
+		    (unsigned long long)t[i]);
+		cr_expect_eq(n, strlen(want), "%s: length %zu", want, n);
+		cr_expect_eq(memcmp(got, want, n), 0, "%s: %.*s", want,
+		    (int)n, got);
+		cr_expect_eq(got[n], 'x', "%s: wrote past its length", want);
+	}
+}
+
 /* Chunked bodies. */
 struct chunk_row {
 	const char *name;
