@@ -90,11 +90,13 @@ class ReaperTest(unittest.TestCase):
         procs, folder = self.held_run(lambda run: run.kill())
         self.assertAllGone(procs, folder)
 
-    def test_interrupted_run_leaves_nothing(self):
-        # ^C reaches the run's whole process group, not the servers'
-        # sessions.
+    def test_run_group_killed_leaves_nothing(self):
+        # A signal to the run's whole process group (a timeout, ^C) does
+        # not reach the servers' sessions, nor the watcher's.  SIGKILL,
+        # not SIGINT: a run started in the background inherits SIGINT
+        # ignored and would not end.
         procs, folder = self.held_run(
-            lambda run: os.killpg(run.pid, signal.SIGINT))
+            lambda run: os.killpg(run.pid, signal.SIGKILL))
         self.assertAllGone(procs, folder)
 
 
