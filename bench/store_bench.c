@@ -23,6 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench/mcnet.h"
 #include "shm/store.h"
 
 #define VLEN	4000
@@ -86,41 +87,6 @@ store_set_loop(struct bench *b, unsigned id)
 	return 0;
 }
 
-static int
-mc_connect(int port)
-{
-	struct sockaddr_in sin = { .sin_family = AF_INET };
-	int fd, one = 1;
-
-	sin.sin_port = htons((uint16_t)port);
-	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	if ((fd = socket(AF_INET, SOCK_STREAM, 0)) == -1)
-		return -1;
-	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	if (connect(fd, (struct sockaddr *)&sin, sizeof(sin)) == -1) {
-		close(fd);
-		return -1;
-	}
-	return fd;
-}
-
-static int
-write_all(int fd, const char *p, size_t len)
-{
-	ssize_t n;
-
-	while (len > 0) {
-		if ((n = write(fd, p, len)) <= 0) {
-			if (n < 0 && errno == EINTR)
-				continue;
-			return -1;
-		}
-		p += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
 /* Reads until the reply ends with tail; the reply is small and known. */
 static int
 read_reply(int fd, char *buf, size_t cap, const char *tail)
@@ -145,7 +111,7 @@ mc_fill(int port)
 	int fd, n;
 	long i;
 
-	if ((fd = mc_connect(port)) == -1)
+	if ((fd = mc_dial(port)) == -1)
 		return -1;
 	for (i = 0; i < NKEYS; i++) {
 		key_of(key, sizeof(key), i);
@@ -168,7 +134,7 @@ mc_get_loop(struct bench *b, unsigned id)
 	int fd, n;
 	long i;
 
-	if ((fd = mc_connect(b->port)) == -1)
+	if ((fd = mc_dial(b->port)) == -1)
 		return -1;
 	for (i = 0; i < b->ops; i++) {
 		key_of(key, sizeof(key), i * 7 + id);

@@ -34,6 +34,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "bench/mcnet.h"
 #include "shm/store.h"
 
 #define MIN_VALUE	100
@@ -204,38 +205,8 @@ struct conn {
 static int
 mc_connect(struct conn *c, int port)
 {
-	struct sockaddr_in sin = { .sin_family = AF_INET };
-	int one = 1;
-
-	sin.sin_port = htons((uint16_t)port);
-	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 	c->len = c->pos = 0;
-	if ((c->fd = socket(AF_INET, SOCK_STREAM, 0)) == -1)
-		return -1;
-	setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	if (connect(c->fd, (struct sockaddr *)&sin, sizeof(sin)) == -1) {
-		close(c->fd);
-		return -1;
-	}
-	return 0;
-}
-
-static int
-write_all(int fd, const void *buf, size_t len)
-{
-	const char *p = buf;
-	ssize_t n;
-
-	while (len > 0) {
-		if ((n = write(fd, p, len)) <= 0) {
-			if (n < 0 && errno == EINTR)
-				continue;
-			return -1;
-		}
-		p += n;
-		len -= (size_t)n;
-	}
-	return 0;
+	return (c->fd = mc_dial(port)) == -1 ? -1 : 0;
 }
 
 static int
