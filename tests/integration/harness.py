@@ -21,6 +21,8 @@ import tempfile
 import time
 import unittest
 
+from origin import Origin
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 BIN = os.path.abspath(os.environ.get('CORRAL_BIN', './corral'))
 # make check-valgrind: run every server under memcheck (it follows fork).
@@ -978,6 +980,13 @@ class CorralTestCase(unittest.TestCase):
         self.addCleanup(c.remove)
         self.addCleanup(lambda: c.proc and c.stop())
         return c
+
+    def origin(self, port=0, **kw):
+        """An origin server (origin.py's Origin(port, **kw)), running,
+        stopped after the test."""
+        o = Origin(port, **kw).start()
+        self.addCleanup(o.stop)
+        return o
 
     def stats(self, c):
         """The shared store's counters of server c (corral -s)."""

@@ -20,17 +20,11 @@ import unittest
 
 from harness import (BIN, CorralTestCase, Raw, http_date, parse_http_date,
                      quote, wait_until)
-from origin import Origin
 
 CC = 'Cache-Control'
 
 
 class CacheRfcCase(CorralTestCase):
-
-    def origin(self):
-        o = Origin().start()
-        self.addCleanup(o.stop)
-        return o
 
     def raw_origin(self, answer):
         """An origin on a plain socket: answer(sock, request bytes) writes

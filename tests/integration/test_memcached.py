@@ -18,7 +18,6 @@ import time
 from harness import (BIN, Conn, CorralTestCase, Raw, ServerError,
                      build_request, free_port, need_tool, quote, wait_until)
 from mcnode import Node, exchange, pymemcache
-from origin import Origin
 
 
 def norm(b):
@@ -438,8 +437,7 @@ class Pages(Listener):
                           server=server, **kw)
 
     def app(self):
-        o = Origin().start()
-        self.addCleanup(o.stop)
+        o = self.origin()
         return o
 
     def test_the_issue_s_supercache_site(self):

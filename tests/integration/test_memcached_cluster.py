@@ -11,7 +11,6 @@ import subprocess
 
 from harness import Conn, CorralTestCase, build_request, need_tool, quote
 from mcnode import Node, exchange, pylibmc
-from origin import Origin
 
 
 def node_stat(node, name):
@@ -92,8 +91,7 @@ class Cluster(CorralTestCase):
         # sends to the application ("404 = @app": the app's status and
         # body); the node's connection is kept all along.
         node = self.nodes(1)[0]
-        o = Origin().start()
-        self.addCleanup(o.stop)
+        o = self.origin()
         o.script('/pages/new', body=b'made by the app')
         o.script('/pages/gone', status=410, body=b'app: gone')
         c = self.corral([node], loc={'default_type':
@@ -134,8 +132,7 @@ class Cluster(CorralTestCase):
         # (nothing is stored for it), and the value the app writes later
         # is cached.
         node = self.nodes(1)[0]
-        o = Origin().start()
-        self.addCleanup(o.stop)
+        o = self.origin()
         o.script('/pages/new', body=b'made by the app')
         c = self.corral([node], loc={'cache': True, 'cache_ttl': 60,
                                      'error_page': ['404 = @app']},

@@ -18,15 +18,10 @@ import time
 from harness import (CorralTestCase, build_request, free_port, need_tool,
                      parse_response, parse_responses,
                      quote, read_text, wait_until)
-from origin import Origin, body
+from origin import body
 
 
 class ProxyTestCase(CorralTestCase):
-
-    def origin(self, port=0, name='origin', unix=None):
-        o = Origin(port, name=name, unix=unix).start()
-        self.addCleanup(o.stop)
-        return o
 
     def start_proxy(self, servers, locations=None, upstream=None, **kw):
         """

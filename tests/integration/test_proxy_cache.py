@@ -16,7 +16,6 @@ import time
 
 from harness import (BIN, CorralTestCase, build_request, parse_response,
                      quote, read_text, wait_for, wait_until)
-from origin import Origin
 
 
 def seconds_pass(n, since):
@@ -27,11 +26,6 @@ def seconds_pass(n, since):
 
 
 class ProxyCacheCase(CorralTestCase):
-
-    def origin(self):
-        o = Origin().start()
-        self.addCleanup(o.stop)
-        return o
 
     def start_cache(self, o, loc=None, workers=2, upstream=None, extra='',
                     top='', **kw):

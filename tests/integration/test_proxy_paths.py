@@ -5,7 +5,6 @@ the query kept and what follows the prefix passed as the client wrote
 it (or escaped again when the client escaped the prefix itself).
 """
 from harness import build_request, quote
-from origin import Origin
 from test_proxy import ProxyTestCase
 
 

@@ -10,7 +10,6 @@ import subprocess
 import unittest
 
 from harness import CorralTestCase, Corral, Conn, free_port, quote
-from origin import Origin
 
 
 def loc(title, *lines):
@@ -228,8 +227,7 @@ class LocationTest(CorralTestCase):
         # nginx's "@name" locations: the fallback of try_files (a front
         # controller, POST body kept) and of error_page ("= @app": the
         # status the app answers), never reachable by a URI.
-        o = Origin().start()
-        self.addCleanup(o.stop)
+        o = self.origin()
         o.script('/blog/post', body=b'app page')
         o.script('/files/gone', status=410, body=b'app says gone')
         o.script('/@app', body=b'must not be reached')
@@ -338,8 +336,7 @@ class LocationTest(CorralTestCase):
         self.assertNotIn('Cache-Control', r.headers)
 
     def test_proxied_answers_get_add_header_and_access_rules(self):
-        o = Origin().start()
-        self.addCleanup(o.stop)
+        o = self.origin()
         c = self.make(_raw='upstream "app" {\n  servers = {"%s"}\n}\n' %
                       o.addr, server={'_raw': loc(
                           '/api/', 'proxy = "app"',

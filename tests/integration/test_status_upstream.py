@@ -13,15 +13,9 @@ import threading
 import tls_pki
 from harness import (BIN, CorralTestCase, Raw, free_port, quote, read_text,
                      wait_until)
-from origin import Origin
 
 
 class UpstreamStatus(CorralTestCase):
-
-    def origin(self):
-        o = Origin().start()
-        self.addCleanup(o.stop)
-        return o
 
     def start_proxy(self, peers, cache=False, workers=2, loc=None,
                     upstream=None, tls_first=False, **kw):

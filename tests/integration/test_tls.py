@@ -20,7 +20,7 @@ import unittest
 from harness import (BIN, IO_TIMEOUT, Conn, CorralTestCase, Raw, TLSConn,
                      build_request, free_port, need_tool, parse_byteranges,
                      quote, wait_for, wait_until)
-from origin import Origin, body
+from origin import body
 from tls_pki import PKI
 
 PKI_DIR = None
@@ -260,8 +260,7 @@ class TLSBasicsTest(TLSTestCase):
         self.assertNoLogErrors(c)
 
     def test_proxy_sees_https(self):
-        o = Origin().start()
-        self.addCleanup(o.stop)
+        o = self.origin()
         c = self.start_tls(start=False)
         text = c.config_text()
         at = text.index('server {\n') + len('server {\n')

@@ -17,7 +17,7 @@ import subprocess
 
 import tls_pki
 from harness import BIN, CorralTestCase, Raw, free_port, quote, wait_until
-from origin import Origin, body
+from origin import body
 
 
 def server_ctx(crt, key):
@@ -30,8 +30,7 @@ class UpstreamTLSTest(CorralTestCase):
 
     def tls_origin(self, name='backend.test', ips=()):
         crt, key = tls_pki.shared().leaf(name, ips=ips)
-        o = Origin(tls=server_ctx(crt, key)).start()
-        self.addCleanup(o.stop)
+        o = self.origin(tls=server_ctx(crt, key))
         return o
 
     def front(self, servers, start=True, workers=1, **upstream):
