@@ -591,6 +591,7 @@ uc_next(struct upstream_conn *uc, unsigned why, const char *what, int err)
 	const struct config_upstream *cf = upstream_config(uc->up);
 	bool sent = uc->reused || uc->state >= UC_HEAD;
 	struct upstream_peer *next;
+	size_t tries;
 
 	if (uc->hklen != 0 || uc->got_bytes || uc->state > UC_HEAD ||
 	    (cf->next_upstream & why) == 0)
@@ -598,8 +599,13 @@ uc_next(struct upstream_conn *uc, unsigned why, const char *what, int err)
 	if (sent && (!uc->replayable || (!uc->idempotent &&
 	    (cf->next_upstream & NEXT_NON_IDEMPOTENT) == 0)))
 		return false;
+	/* At most every peer once: the tried bits cover the first 64
+	 * only, so past them the count is what bounds it. */
+	tries = cf->npeers;
 	if (cf->next_upstream_tries > 0 &&
-	    uc->moves + 1 >= (unsigned)cf->next_upstream_tries)
+	    (size_t)cf->next_upstream_tries < tries)
+		tries = (size_t)cf->next_upstream_tries;
+	if (uc->moves + 1 >= tries)
 		return false;
 	uc->tried |= upstream_peer_bit(uc->up, uc->peer);
 	if ((next = upstream_pick_next(uc->up, uc->tried)) == NULL)

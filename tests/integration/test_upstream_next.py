@@ -181,6 +181,17 @@ class NextUpstreamTest(ProxyTestCase):
         self.assertEqual(len(re.findall(r'\[error\] .*upstream', log)), 1,
                          log)
 
+    def test_a_group_past_64_servers_tries_each_once(self):
+        # The tried set has a bit for each of the first 64 servers only:
+        # with no next_upstream_tries and no max_fails, the servers past
+        # it were picked again and again, the request never answered.
+        dead = ['127.0.0.1:%d' % free_port() for _ in range(66)]
+        c = self.start_proxy(dead, upstream={'max_fails': 0})
+        self.assertEqual(c.get('/api/x').status, 502)
+        log = read_text(c.error_log)
+        # Every server of the group once: 65 moves, then the answer.
+        self.assertEqual(log.count('; trying '), 65, log[-2000:])
+
     def test_tries_bound_the_moves(self):
         a = self.origin(name='a')
         dead = ['127.0.0.1:%d' % free_port() for _ in range(3)]
