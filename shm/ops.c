@@ -89,7 +89,7 @@ do_hit(struct store *s, unsigned si, struct item *it, struct store_ref *ref)
 }
 
 /* Hashes a key and takes its stripe's lock; -1 for a bad key or lock. */
-static int
+int
 lock_key(struct store *s, const void *key, size_t klen, uint64_t *hash,
     unsigned *si)
 {

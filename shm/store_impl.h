@@ -325,6 +325,8 @@ void do_item_unpin(struct store *s, struct item *it);
 int item_stripe_lock(struct store *s, uint64_t off);
 
 /* ops.c: shared with update.c */
+int lock_key(struct store *s, const void *key, size_t klen, uint64_t *hash,
+    unsigned *si);
 int64_t ttl_to_exptime(int64_t ttl, int64_t now);
 bool is_live(const struct item *it, int64_t now);
 void do_resv_drop(struct store *s, struct item *it, uint32_t rec);

@@ -112,11 +112,7 @@ store_update(struct store *s, const void *key, size_t klen, int64_t ttl,
 	long n;
 	bool relocked;
 
-	if (s->slot < 0 || klen == 0 || klen > STORE_KEY_MAX)
-		return STORE_EINVAL;
-	hash = key_hash(s, key, klen);
-	si = stripe_of_hash(s, hash);
-	if (stripe_lock(s, si) == -1)
+	if (lock_key(s, key, klen, &hash, &si) == -1)
 		return STORE_EINVAL;
 again:
 	it = do_current(s, si, hash, key, klen, now, &found);
@@ -194,11 +190,7 @@ store_acquire(struct store *s, const void *key, size_t klen, unsigned max,
 	bool relocked;
 
 	memset(ref, 0, sizeof(*ref));
-	if (s->slot < 0 || klen == 0 || klen > STORE_KEY_MAX)
-		return STORE_EINVAL;
-	hash = key_hash(s, key, klen);
-	si = stripe_of_hash(s, hash);
-	if (stripe_lock(s, si) == -1)
+	if (lock_key(s, key, klen, &hash, &si) == -1)
 		return STORE_EINVAL;
 again:
 	it = do_current(s, si, hash, key, klen, now, &found);
