@@ -185,7 +185,13 @@ class NextUpstreamTest(ProxyTestCase):
         # The tried set has a bit for each of the first 64 servers only:
         # with no next_upstream_tries and no max_fails, the servers past
         # it were picked again and again, the request never answered.
-        dead = ['127.0.0.1:%d' % free_port() for _ in range(66)]
+        # Bound, never listening: each refuses, and no other test's
+        # server can take its port meanwhile (66 free_port()s could race).
+        held = [socket.socket() for _ in range(66)]
+        for s in held:
+            self.addCleanup(s.close)
+            s.bind(('127.0.0.1', 0))
+        dead = ['127.0.0.1:%d' % s.getsockname()[1] for s in held]
         c = self.start_proxy(dead, upstream={'max_fails': 0})
         self.assertEqual(c.get('/api/x').status, 502)
         log = read_text(c.error_log)
