@@ -542,6 +542,22 @@ uc_retry(struct upstream_conn *uc)
 	return true;
 }
 
+/* The request starts again on next: on a pooled connection when pooled
+ * (a hashed group's move connects afresh: its node just refused one). */
+static void
+uc_go(struct upstream_conn *uc, struct upstream_peer *next, bool pooled)
+{
+	uc_detach(uc, false);
+	uc->peer = next;
+	uc->moves++;
+	uc->retried = false;		/* next's pooled one may be stale */
+	uc->wpos = 0;
+	uc->rlen = 0;
+	STATS_ROW_INC(upstream_peer_stats(uc->up, next), peer_requests);
+	if (!(pooled ? uc_begin(uc) : uc_connect(uc)))
+		uc_fail(uc, 502, false, "cannot connect");
+}
+
 /*
  * A hashed group's node refused the connection: it counts as failed, and
  * when that takes it off the ring the request goes to the key's next
@@ -565,14 +581,7 @@ uc_move(struct upstream_conn *uc, int err)
 	log_warn("upstream %s: connect: %s, client %s; the key goes to %s",
 	    upstream_peer_name(uc->peer), strerror(err), uc->client,
 	    upstream_peer_name(next));
-	uc_detach(uc, false);
-	uc->peer = next;
-	uc->moves++;
-	uc->wpos = 0;
-	uc->rlen = 0;
-	STATS_ROW_INC(upstream_peer_stats(uc->up, next), peer_requests);
-	if (!uc_connect(uc))
-		uc_fail(uc, 502, false, "cannot connect");
+	uc_go(uc, next, false);
 	return true;
 }
 
@@ -614,14 +623,7 @@ uc_next(struct upstream_conn *uc, unsigned why, const char *what, int err)
 	log_warn("upstream %s: %s%s%s, client %s; trying %s",
 	    upstream_peer_name(uc->peer), what, err ? ": " : "",
 	    err ? strerror(err) : "", uc->client, upstream_peer_name(next));
-	uc_detach(uc, false);
-	uc->peer = next;
-	uc->moves++;
-	uc->wpos = 0;
-	uc->rlen = 0;
-	STATS_ROW_INC(upstream_peer_stats(uc->up, next), peer_requests);
-	if (!uc_begin(uc))
-		uc_fail(uc, 502, false, "cannot connect");
+	uc_go(uc, next, true);
 	return true;
 }
 

@@ -10,7 +10,7 @@ import re
 import socket
 import threading
 
-from harness import build_request, free_port, read_text
+from harness import build_request, read_text
 from origin import body
 from test_proxy import ProxyTestCase
 
@@ -85,6 +85,18 @@ class NextUpstreamTest(ProxyTestCase):
         self.addCleanup(r.stop)
         return r
 
+    def refusing(self, n):
+        """
+        n addresses that refuse connections: bound, never listening, so
+        no other test's server can take their ports meanwhile (as it could
+        a free_port()'s).
+        """
+        held = [socket.socket() for _ in range(n)]
+        for s in held:
+            self.addCleanup(s.close)
+            s.bind(('127.0.0.1', 0))
+        return ['127.0.0.1:%d' % s.getsockname()[1] for s in held]
+
     def post(self, c, data):
         with c.connect() as conn:
             conn.send(build_request('/api/echo', method='POST', headers=[
@@ -93,7 +105,7 @@ class NextUpstreamTest(ProxyTestCase):
 
     def test_refused_peer_never_costs_a_request(self):
         a = self.origin(name='a')
-        dead = '127.0.0.1:%d' % free_port()
+        (dead,) = self.refusing(1)
         c = self.start_proxy([dead, a.addr],
                              upstream={'max_fails': 0, 'keepalive': 0})
         statuses = [c.get('/api/name').status for _ in range(10)]
@@ -163,14 +175,14 @@ class NextUpstreamTest(ProxyTestCase):
 
     def test_off(self):
         a = self.origin(name='a')
-        dead = '127.0.0.1:%d' % free_port()
+        (dead,) = self.refusing(1)
         c = self.start_proxy([dead, a.addr], upstream={
             'max_fails': 0, 'next_upstream': 'off'})
         self.assertEqual(sorted(c.get('/api/x').status for _ in range(4)),
                          [200, 200, 502, 502])
 
     def test_every_peer_once_then_502(self):
-        dead = ['127.0.0.1:%d' % free_port() for _ in range(3)]
+        dead = self.refusing(3)
         c = self.start_proxy(dead, upstream={'max_fails': 0})
         self.assertEqual(c.get('/api/x').status, 502)
         c.wait_log(r'\[error\] .*upstream 127\.0\.0\.1:\d+: connect: '
@@ -187,11 +199,7 @@ class NextUpstreamTest(ProxyTestCase):
         # it were picked again and again, the request never answered.
         # Bound, never listening: each refuses, and no other test's
         # server can take its port meanwhile (66 free_port()s could race).
-        held = [socket.socket() for _ in range(66)]
-        for s in held:
-            self.addCleanup(s.close)
-            s.bind(('127.0.0.1', 0))
-        dead = ['127.0.0.1:%d' % s.getsockname()[1] for s in held]
+        dead = self.refusing(66)
         c = self.start_proxy(dead, upstream={'max_fails': 0})
         self.assertEqual(c.get('/api/x').status, 502)
         log = read_text(c.error_log)
@@ -200,7 +208,7 @@ class NextUpstreamTest(ProxyTestCase):
 
     def test_tries_bound_the_moves(self):
         a = self.origin(name='a')
-        dead = ['127.0.0.1:%d' % free_port() for _ in range(3)]
+        dead = self.refusing(3)
         c = self.start_proxy(dead + [a.addr], upstream={
             'max_fails': 0, 'next_upstream_tries': 2})
         statuses = [c.get('/api/x').status for _ in range(8)]
