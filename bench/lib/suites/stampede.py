@@ -1,7 +1,9 @@
 """Suite stampede: 100 clients ask at the same moment for one cold URL
 whose origin takes 1 s to answer.  A proxy with a working lock sends one
 request to the origin and answers all 100 as soon as it is back; the
-target is 1 origin hit and p99 within the origin's delay plus 10 ms.
+target is 1 origin hit and p99 within 10 ms of the origin alone's p99
+(the clients straight to the origin: its 1 s plus what the clients and the
+origin themselves take, which no proxy can remove).
 
 corral (cache_lock on), nginx with proxy_cache_lock off and on, and
 Varnish (its waiting list) each take the run 3 times on fresh URLs; the
@@ -71,9 +73,11 @@ class StampedeResult:
             old = getattr(self, attr)
             setattr(self, attr, v if old is None else max(old, v))
 
-    def met(self, delay_ms):
+    def met(self, floor_us):
+        """floor_us: the origin alone's p99 (the origin's delay when that
+        row is missing)."""
         return self.origin_hits == 1 and not self.errors and \
-            self.p99_us is not None and self.p99_us <= (delay_ms + 10) * 1e3
+            self.p99_us is not None and self.p99_us <= floor_us + 10e3
 
 
 def _pct(sorted_values, p):
