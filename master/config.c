@@ -116,6 +116,7 @@ static const struct range {
 	{ "cache|stripes",	 U_COUNT, 1, 4096 },
 	{ "cache|max_object",	 U_SIZE, 1, GB },
 	{ "cache|file_max",	 U_SIZE, 0, GB },
+	{ "cache|file_copy_max", U_SIZE, 0, GB },
 	{ "memcached|max_item",	 U_SIZE, 0, GB },
 	{ "cache|l2_timeout",	 U_TIME, 1, 60 * SEC },
 	{ "memcached|idle_timeout", U_TIME, 0, DAY },
@@ -277,6 +278,7 @@ static cfg_opt_t cache_opts[] = {
 	CFG_INT_CB("stripes", 16, CFGF_NONE, cb_count),
 	CFG_INT_CB("max_object", MB, CFGF_NONE, cb_size),
 	CFG_INT_CB("file_max", MB, CFGF_NONE, cb_size),
+	CFG_INT_CB("file_copy_max", 32 * KB, CFGF_NONE, cb_size),
 	CFG_BOOL("persist", cfg_false, CFGF_NONE),
 	CFG_STR("l2", NULL, CFGF_NODEFAULT),
 	CFG_INT_CB("l2_timeout", 100, CFGF_NONE, cb_time),
@@ -2885,6 +2887,7 @@ build_cache(cfg_t *sec, struct config_cache *c)
 	c->stripes = cfg_getint(sec, "stripes");
 	c->max_object = cfg_getint(sec, "max_object");
 	c->file_max = cfg_getint(sec, "file_max");
+	c->file_copy_max = cfg_getint(sec, "file_copy_max");
 	c->persist = cfg_getbool(sec, "persist");
 	c->l2 = cfg_getstr(sec, "l2") != NULL ?
 	    find_upstream(ld->cfg, cfg_getstr(sec, "l2")) : -1;

@@ -365,6 +365,8 @@ struct config_cache {
 	uint64_t max_object;
 	uint64_t file_max;		/* static files up to this are served
 					   from the store */
+	uint64_t file_copy_max;		/* ...copied from it up to this; above,
+					   sendfile() from the file */
 	bool persist;			/* keep the file's contents on restart */
 	int line;			/* where the section sets size (or
 					   ends): store errors point here */

@@ -156,6 +156,12 @@ conn_tls(const struct conn *c)
 	return c->ssl != NULL;
 }
 
+bool
+conn_sendfile(const struct conn *c)
+{
+	return worker.cf->sendfile && (c->ssl == NULL || c->ktls);
+}
+
 size_t
 conn_out_buffered(const struct conn *c)
 {

@@ -138,6 +138,10 @@ bool conn_local(const struct conn *c, char *addr, size_t size,
 /* The connection is HTTPS. */
 bool conn_tls(const struct conn *c);
 
+/* File bytes leave with sendfile(): sendfile is on and the connection is
+ * plain or has kernel TLS. */
+bool conn_sendfile(const struct conn *c);
+
 /*
  * Copies what the access log needs (method, target, Host, Referer,
  * User-Agent) out of the input buffer into buf, which must live until the

@@ -11,6 +11,10 @@
  *
  * With the shared store on, the bytes of files up to cache.file_max live
  * there once for all workers, as objects of the cache module (cache.h).
+ * Those up to cache.file_copy_max are sent from it; larger ones go out
+ * with sendfile() from the file where the connection can take it, which
+ * measured cheaper than copying them (bench/, the 52 KB and 1 MB cases),
+ * and their store copy only feeds the compressed copies.
  * Their key holds the file's identity (device, inode, size, mtime), so a
  * changed file is a new key and no worker can pair old headers with new
  * bytes.  A file up to file_cache_max_size keeps its pin in the worker's
@@ -698,9 +702,12 @@ static_send_body(struct conn *c, struct fentry *fe, off_t off, off_t len)
 		resp_body_mem(c, fe->data + off, (size_t)len, fe);
 		return;
 	}
-	if (fe->shared && send_shared(c, fe, off, len))
+	if (fe->shared && ((uint64_t)fe->size <=
+	    worker.fcache->cf->cache.file_copy_max || !conn_sendfile(c)) &&
+	    send_shared(c, fe, off, len))
 		return;
-	/* A full store, or a file that changed: send from the file. */
+	/* A large file, a full store, or a file that changed: send from the
+	 * file. */
 	if (fe->fd == -1)
 		fe->fd = fentry_reopen(fe);
 	if (fe->fd == -1) {

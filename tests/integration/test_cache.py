@@ -65,7 +65,9 @@ class CacheTest(CorralTestCase):
         # A file kept in the store is an object: its bytes and a header.
         # One that leaves no room for the header is sent from the file
         # every time, not offered to the store each time in vain.
-        c = self.start_cached(cache_extra={'max_object': '64k'},
+        # (file_copy_max: both are sent from the store, not by sendfile.)
+        c = self.start_cached(cache_extra={'max_object': '64k',
+                                           'file_copy_max': '64k'},
                               file_cache_max_size=0)
         big, small = os.urandom(64 << 10), os.urandom((64 << 10) - 100)
         c.write('big.bin', big)
@@ -92,7 +94,9 @@ class CacheTest(CorralTestCase):
         # Up to file_cache_max_size the worker's entry keeps its pin on
         # the store's copy: one lookup, then hits cost the store nothing.
         # A changed file lets it go, and the new version is stored.
-        c = self.start_cached(file_cache_valid=Raw('0s'))
+        # (file_copy_max: big.bin below is sent from the store too.)
+        c = self.start_cached(cache_extra={'file_copy_max': '1m'},
+                              file_cache_valid=Raw('0s'))
         old, new = os.urandom(3000), os.urandom(3000)
         c.write('small.bin', old)
         for _ in range(5):

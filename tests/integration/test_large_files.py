@@ -1,7 +1,8 @@
 """
-Large files on both of their paths: up to cache.file_max they are copied
-from the shared store (pinned while the socket takes them), above it they
-go out with sendfile() from the file.  Ranges, HEAD, a reader that stops
+Large files on both of their paths: up to cache.file_max they are held in
+the shared store, and up to cache.file_copy_max (set to file_max here
+unless a test says otherwise) they are copied from it (pinned while the
+socket takes them); above, they go out with sendfile() from the file.  Ranges, HEAD, a reader that stops
 reading, a file changed while it is sent, and a worker killed in the
 middle of a send: the bytes a client gets are always one version of the
 file, and the store gives back every pin (its bytes_used tells).
@@ -11,6 +12,7 @@ import re
 import signal
 import socket
 import time
+import zlib
 
 from harness import (CorralTestCase, Raw, build_request, parse_byteranges,
                      wait_until)
@@ -21,12 +23,14 @@ FROM_FILE = 12 << 20	# over it: sendfile from the file
 
 class LargeFileTest(CorralTestCase):
 
-    def start_cached(self, size='64m', stripes=16, **kw):
+    def start_cached(self, size='64m', stripes=16, copy_max='8m', **kw):
         c = self.make(**kw)
         c.directives['cache'] = {
             'path': os.path.join(c.tmp, 'cache.store'),
             'size': Raw(size), 'stripes': Raw(str(stripes)),
             'max_object': Raw('8m'), 'file_max': Raw('8m')}
+        if copy_max is not None:
+            c.directives['cache']['file_copy_max'] = Raw(copy_max)
         with open(c.conf_path, 'w') as f:
             f.write(c.config_text())
         c.start()
@@ -107,6 +111,43 @@ class LargeFileTest(CorralTestCase):
         self.assertEqual(st['sets'], 1, st)
         self.assertEqual(st['items'], 1, st)
         self.assertGreaterEqual(st['hits'], 4, st)
+
+    def check_copy_max(self, sendfile, tls=False):
+        """The default file_copy_max (32k): a 31 KB file is copied from
+        the store, a 200 KB one (under file_max) goes out with sendfile()
+        from the file and only a compressed copy needs the store's."""
+        c = self.start_cached(copy_max=None, sendfile=sendfile, gzip=True)
+        small, big = os.urandom(31 << 10), os.urandom(200 << 10)
+        text = b''.join(b'line %06d of a style sheet\n' % i
+                        for i in range(8000))
+        c.write('small.bin', small)
+        c.write('big.bin', big)
+        c.write('big.css', text)
+        for name, data in (('/small.bin', small), ('/big.bin', big),
+                           ('/big.css', text)):
+            with c.connect(timeout=20) as conn:
+                conn.send(build_request(name) + build_request(
+                    name, headers=['Range: bytes=1000-1099']) +
+                    build_request(name))
+                self.assertBody(conn.read_response(), data)
+                self.assertBody(conn.read_response(), data[1000:1100], 206)
+                self.assertBody(conn.read_response(), data)
+        st = self.stats(c)
+        # small.bin always; the large ones only when sendfile is off.
+        self.assertEqual(st['sets'], 1 if sendfile else 3, st)
+        # The compressed copy is made from a store copy of the file.
+        r = c.get('/big.css', headers=['Accept-Encoding: gzip'])
+        self.assertEqual(r.status, 200)
+        self.assertEqual(r.header('Content-Encoding'), 'gzip')
+        self.assertEqual(zlib.decompress(r.body, 31), text)
+        self.assertEqual(self.stats(c)['sets'], 3 if sendfile else 4)
+        self.assertBody(c.get('/big.css'), text)
+
+    def test_copy_max_default_sendfile(self):
+        self.check_copy_max(True)
+
+    def test_copy_max_default_no_sendfile(self):
+        self.check_copy_max(False)
 
     def test_ranges_and_head_sendfile(self):
         self.check_paths(True)

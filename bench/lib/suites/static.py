@@ -32,10 +32,10 @@ PAGE_BYTES = b"".join(
     b'<li class="item"><a href="/catalog/%d">Item %d</a> <span>%d in '
     b'stock</span></li>\n' % (i, i, i * 7 % 23) for i in range(110))
 
-# The large-file cases also run corral with cache.file_max = 32k, which
-# sends those files with sendfile() from the file instead of copying them
-# from the store: the two paths side by side, to choose the default by.
-SENDFILE_ROW = "corral (sendfile)"
+# The large-file cases also run corral with cache.file_copy_max = 1m, which
+# copies those files from the store instead of sending them with
+# sendfile() from the file (the default): the two paths side by side.
+COPY_ROW = "corral (store copy)"
 SENDFILE_CASES = ("52k-ka", "1m-ka")
 
 # Servers set up to gzip in bench/conf (the others are left out there).
@@ -166,7 +166,7 @@ def run(ctx):
     root, body = _docroot(ctx)
     servers = list(ctx.servers)
     if not ctx.smoke and servers and servers[0].name == "corral":
-        servers.insert(1, servers[0].variant(SENDFILE_ROW, "corralsf"))
+        servers.insert(1, servers[0].variant(COPY_ROW, "corralcopy"))
     servers = start_all(ctx, NAME, {"ROOT": root}, servers)
     floor = None
     try:
@@ -189,7 +189,7 @@ def run(ctx):
             if key == "page-gzip":
                 order = [s for s in order if s.name in GZIP_SERVERS]
             if key not in SENDFILE_CASES:
-                order = [s for s in order if s.name != SENDFILE_ROW]
+                order = [s for s in order if s.name != COPY_ROW]
             for srv in order:
                 if key == "page-gzip" and not _gzips(srv):
                     ctx.fail_server(NAME, srv, "%s: the page did not come "
