@@ -96,9 +96,12 @@ def _conns_growth(case):
     if r is None or r.growth is None:
         return "no result from corral", None
     lo, hi = min(case.levels), max(case.levels)
-    return "%.2f× (%s µs at %s, %s µs at %s)" % (
+    floor = case.get("floor")
+    return "%.2f× (%s µs at %s, %s µs at %s%s)" % (
         r.growth, fmt_cpu(r.cpu_at(lo)), "{:,}".format(lo),
-        fmt_cpu(r.cpu_at(hi)), "{:,}".format(hi)), r.growth <= 1.2
+        fmt_cpu(r.cpu_at(hi)), "{:,}".format(hi),
+        "; floor %.2f×" % floor.growth if floor and floor.growth else ""), \
+        r.growth <= 1.2
 
 
 def _conns_memory(case):

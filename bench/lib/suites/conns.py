@@ -8,6 +8,12 @@ The load is bench/conns: it opens every connection before the measured
 part starts (so connection setup is not in the CPU figures), then keeps
 one request in flight on each; wrk would time its connect storm too.
 The server runs alone on the server's CPU, bench/conns on the load CPU.
+
+A floor row (bench/floor replaying corral's answer, one recv and one
+writev per request) shows what the kernel alone makes of the levels: its
+growth from 100 to 10,000 is the least any server can have here.  Its
+idle memory is not measured (it keeps an 8 KiB read buffer per
+connection by design).
 """
 
 import http.client
@@ -19,7 +25,7 @@ import procstat
 from common import nofile, pinned, say
 from load import Case, Conns, end_client, measure, read_until
 from report import fmt_cpu, fmt_rps, notes_of
-from servers import bench_tool, start_all, stop_all
+from servers import bench_tool, start_all, start_floor, stop_all
 
 NAME = "conns"
 
@@ -148,6 +154,12 @@ def run(ctx):
     idle = SMOKE_IDLE if ctx.smoke else IDLE
     root, data = _docroot(ctx)
     servers = start_all(ctx, NAME, {"ROOT": root, "NOFILE": nofile()})
+    corral = [s for s in servers if s.name == "corral"]
+    floor = None
+    if corral and not _check(corral[0], data):
+        floor = start_floor(ctx, NAME, corral[0], ["/" + FILE])
+    if floor:
+        servers.insert(servers.index(corral[0]) + 1, floor)
     case = Case(NAME, "levels", "%s keep-alive connections" % " / ".join(
         "{:,}".format(n) for n in levels),
         "bench/conns: the connections opened first, then one request in "
@@ -168,7 +180,8 @@ def run(ctx):
                                 why)
                 continue
             r = ConnsResult(srv.name)
-            _idle_memory(ctx, srv, r, idle)
+            if srv is not floor:
+                _idle_memory(ctx, srv, r, idle)
             for n in levels:
                 res = measure(ctx, srv, Conns("bench/conns", n), "/" + FILE)
                 r.levels[n] = res
@@ -179,8 +192,10 @@ def run(ctx):
                 ctx.progress(Case(NAME, "", "%s connections" % "{:,}"
                                   .format(n)), res)
             mem = r.bytes_per_idle
-            say("  %-9s idle memory %s per connection" % (
-                srv.name, "-" if mem is None else "{:,.0f} B".format(mem)))
+            if srv is not floor:
+                say("  %-9s idle memory %s per connection" % (
+                    srv.name,
+                    "-" if mem is None else "{:,.0f} B".format(mem)))
             case.results.append(r)
             if srv.name != "corral":
                 continue
