@@ -174,6 +174,8 @@ gather(const struct conn *c, const struct log_format *f, int status,
 	v->upstream_status = c->rq->log.upstream_status;
 	v->upstream_connect_us = c->rq->log.upstream_connect_us - 1;
 	v->upstream_response_us = c->rq->log.upstream_response_us - 1;
+	v->tries = c->rq->log.tries;
+	v->ntries = c->rq->log.ntries;
 	v->cache_status = span_of(c->rq->log.cache_status);
 	v->ssl_protocol = span_of(c->tls_protocol);
 	if (log_format_uses(f, LOG_V_request_id))
@@ -206,7 +208,8 @@ resp_done(struct conn *c, int status, uint64_t body_bytes)
 		if (worker.cf->log_flush_ms == 0)
 			alog_write(al);
 	}
-	memset(&c->rq->log, 0, sizeof(c->rq->log));
+	/* The earlier servers' values are dead once ntries is 0. */
+	memset(&c->rq->log, 0, offsetof(struct conn_log, tries));
 }
 
 /* Writes what is buffered and frees the buffers; at exit. */

@@ -68,6 +68,20 @@ conn_log_upstream(struct conn *c, const char *addr, int status,
 }
 
 void
+conn_log_upstream_next(struct conn *c)
+{
+	struct conn_log *l = &c->rq->log;
+
+	if (l->upstream_addr != NULL && l->ntries < CONN_LOG_TRIES)
+		l->tries[l->ntries++] = (struct log_try){ l->upstream_addr,
+		    l->upstream_status, l->upstream_connect_us - 1,
+		    l->upstream_response_us - 1 };
+	l->upstream_addr = NULL;
+	l->upstream_status = 0;
+	l->upstream_connect_us = l->upstream_response_us = 0;
+}
+
+void
 conn_log_cache(struct conn *c, const char *status)
 {
 	c->rq->log.cache_status = status;

@@ -170,12 +170,20 @@ void conn_proxy_error(struct conn *c, int status);
 void conn_abort(struct conn *c);
 
 /*
- * For the access log ($upstream_*): the peer that answered the request,
+ * For the access log ($upstream_*): the peer that answered the request
+ * (or the last that failed),
  * its status, and the times to connect and to its response header in
  * microseconds (-1: not known).  addr must live as long as the config.
  */
 void conn_log_upstream(struct conn *c, const char *addr, int status,
     int64_t connect_us, int64_t response_us);
+
+/*
+ * The server last given to conn_log_upstream() failed and the request
+ * goes to another (next_upstream): its values join the earlier servers',
+ * which the log lists first, as nginx does (at most CONN_LOG_TRIES).
+ */
+void conn_log_upstream_next(struct conn *c);
 
 /* For $upstream_cache_status: "HIT", "MISS", ... (a static string). */
 void conn_log_cache(struct conn *c, const char *status);

@@ -20,6 +20,7 @@
 #include "shm/store.h"
 #include "worker/conn.h"
 #include "worker/http.h"
+#include "worker/log_format.h"
 #include "worker/resp.h"
 
 #define IBUF_INIT	4096
@@ -67,12 +68,16 @@ struct pin {
  * proxy through conn_log_upstream() and conn_log_cache(), cleared once
  * the response is logged.  Strings live as long as the config.
  */
+#define CONN_LOG_TRIES	4	/* earlier servers logged, at most */
+
 struct conn_log {
 	const char *upstream_addr;
 	const char *cache_status;
 	int upstream_status;
 	int64_t upstream_connect_us;	/* plus one; 0: none */
 	int64_t upstream_response_us;	/* plus one; 0: none */
+	unsigned ntries;
+	struct log_try tries[CONN_LOG_TRIES];
 };
 
 /*

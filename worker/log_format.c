@@ -363,14 +363,53 @@ request_line(const struct log_format *f, const struct log_values *v,
 	return n;
 }
 
+/* The $upstream_* variables: one value per server tried, in order. */
+static bool
+per_try(enum log_var var)
+{
+	return var == LOG_V_upstream_addr || var == LOG_V_upstream_status ||
+	    var == LOG_V_upstream_connect_time ||
+	    var == LOG_V_upstream_response_time;
+}
+
+/* One value escaped into dst, at most room bytes. */
+static size_t
+one_value(const struct log_format *f, enum log_var var,
+    const struct log_values *v, char *dst, size_t room)
+{
+	char num[32];
+	bool is_num;
+	struct span s = value(var, v, num, sizeof(num), &is_num);
+
+	return escape(is_num && s.p != NULL ? LOG_ESC_NONE : f->esc, dst,
+	    room, s.p, s.len);
+}
+
+/* The earlier servers' values, each followed by ", ". */
+static size_t
+tries_values(const struct log_format *f, enum log_var var,
+    const struct log_values *v, char *dst, size_t room)
+{
+	struct log_values t;
+	size_t n = 0;
+
+	memset(&t, 0, sizeof(t));
+	for (unsigned i = 0; i < v->ntries && n < room; i++) {
+		t.upstream_addr = sp(v->tries[i].addr);
+		t.upstream_status = v->tries[i].status;
+		t.upstream_connect_us = v->tries[i].connect_us;
+		t.upstream_response_us = v->tries[i].response_us;
+		n += one_value(f, var, &t, dst + n, room - n);
+		n += escape(LOG_ESC_NONE, dst + n, room - n, ", ", 2);
+	}
+	return n;
+}
+
 size_t
 log_format_render(const struct log_format *f, const struct log_values *v,
     char *buf, size_t size)
 {
 	size_t pos = 0, room;
-	char num[32];
-	struct span s;
-	bool is_num;
 
 	if (size == 0)
 		return 0;
@@ -390,13 +429,14 @@ log_format_render(const struct log_format *f, const struct log_values *v,
 		} else if (p->var == LOG_V_remote_user) {
 			pos += escape(f->esc, buf + pos, room, NULL, 0);
 		} else {
-			s = value(p->var, v, num, sizeof(num), &is_num);
-			if (is_num && s.p != NULL)
-				pos += escape(LOG_ESC_NONE, buf + pos, room,
-				    s.p, s.len);
-			else
-				pos += escape(f->esc, buf + pos, room, s.p,
-				    s.len);
+			if (v->ntries > 0 && per_try(p->var)) {
+				size_t k = tries_values(f, p->var, v,
+				    buf + pos, room);
+
+				pos += k;
+				room -= k;
+			}
+			pos += one_value(f, p->var, v, buf + pos, room);
 		}
 	}
 	buf[pos++] = '\n';

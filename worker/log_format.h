@@ -57,6 +57,13 @@ enum log_escape {
 
 struct log_format;
 
+/* A server tried before the last one (next_upstream). */
+struct log_try {
+	const char *addr;
+	int status;
+	int64_t connect_us, response_us;	/* -1: none */
+};
+
 /* What one response logs; a span with p == NULL, or -1, logs "-". */
 struct log_values {
 	struct span remote_addr, method, target, referer, user_agent, host;
@@ -71,6 +78,10 @@ struct log_values {
 	struct span upstream_addr, cache_status, ssl_protocol;
 	int upstream_status;		/* 0: none */
 	int64_t upstream_connect_us, upstream_response_us;
+	/* Servers tried before the last, oldest first: the $upstream_*
+	 * variables list theirs before the last's, joined by ", " (nginx). */
+	const struct log_try *tries;
+	unsigned ntries;
 	char request_id[33];		/* 32 hex digits */
 	uint64_t connection;
 	unsigned connection_requests;

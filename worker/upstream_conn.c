@@ -277,6 +277,14 @@ upstream_conn_peer_name(const struct upstream_conn *uc)
 
 /* Errors -------------------------------------------------------------- */
 
+/* The access log's $upstream_* for a server that gave no answer. */
+static void
+uc_log_try(struct upstream_conn *uc, int status)
+{
+	conn_log_upstream(uc->c, upstream_peer_name(uc->peer), status,
+	    uc->connect_time_us, (int64_t)(worker.now_us - uc->open_us));
+}
+
 /* Logs, counts a peer's fault, closes the connection, tells the handler. */
 static void __attribute__((format(printf, 4, 5)))
 uc_fail(struct upstream_conn *uc, int status, bool peer_fault,
@@ -290,6 +298,8 @@ uc_fail(struct upstream_conn *uc, int status, bool peer_fault,
 	va_end(ap);
 	log_error("upstream %s: %s, client %s", upstream_peer_name(uc->peer),
 	    msg, uc->client);
+	if (uc->state < UC_HEADED)
+		uc_log_try(uc, status);
 	if (peer_fault)
 		upstream_peer_failed(uc->up, uc->peer);
 	uc_detach(uc, false);
@@ -545,8 +555,13 @@ uc_retry(struct upstream_conn *uc)
 /* The request starts again on next: on a pooled connection when pooled
  * (a hashed group's move connects afresh: its node just refused one). */
 static void
-uc_go(struct upstream_conn *uc, struct upstream_peer *next, bool pooled)
+uc_go(struct upstream_conn *uc, struct upstream_peer *next, bool pooled,
+    int status)
 {
+	uc_log_try(uc, status);
+	conn_log_upstream_next(uc->c);
+	uc->open_us = worker.now_us;
+	uc->connect_time_us = -1;
 	uc_detach(uc, false);
 	uc->peer = next;
 	uc->moves++;
@@ -581,7 +596,7 @@ uc_move(struct upstream_conn *uc, int err)
 	log_warn("upstream %s: connect: %s, client %s; the key goes to %s",
 	    upstream_peer_name(uc->peer), strerror(err), uc->client,
 	    upstream_peer_name(next));
-	uc_go(uc, next, false);
+	uc_go(uc, next, false, 502);
 	return true;
 }
 
@@ -623,7 +638,7 @@ uc_next(struct upstream_conn *uc, unsigned why, const char *what, int err)
 	log_warn("upstream %s: %s%s%s, client %s; trying %s",
 	    upstream_peer_name(uc->peer), what, err ? ": " : "",
 	    err ? strerror(err) : "", uc->client, upstream_peer_name(next));
-	uc_go(uc, next, true);
+	uc_go(uc, next, true, why == NEXT_TIMEOUT ? 504 : 502);
 	return true;
 }
 

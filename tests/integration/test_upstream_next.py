@@ -10,7 +10,7 @@ import re
 import socket
 import threading
 
-from harness import build_request, read_text
+from harness import build_request, read_text, wait_until
 from origin import body
 from test_proxy import ProxyTestCase
 
@@ -172,6 +172,63 @@ class NextUpstreamTest(ProxyTestCase):
             'next_upstream': '{"error"}'})
         self.assertEqual(sorted(c.get('/api/x').status for _ in range(2)),
                          [200, 504])
+
+    def logged(self, c, n):
+        """The $upstream_* fields of the first n lines of the access log
+        (format timed): [(addrs, statuses, connect times, response
+        times)], each a list split at ', '."""
+        text = wait_until(lambda: (lambda t: t if t.count('\n') >= n
+                                   else None)(read_text(c.access_log)), 10)
+        self.assertIsNotNone(text, read_text(c.access_log))
+        out = []
+        for line in text.splitlines()[:n]:
+            m = re.search(r' uct=(.*) urt=(.*) ua=(.*) us=(.*) cs=', line)
+            self.assertTrue(m, line)
+            uct, urt, ua, us = (g.split(', ') for g in m.groups())
+            self.assertEqual(len({len(uct), len(urt), len(ua), len(us)}),
+                             1, line)
+            out.append((ua, us, uct, urt))
+        return out
+
+    def test_access_log_lists_every_server_tried(self):
+        # As nginx: $upstream_addr, $upstream_status and the two times
+        # list each server tried, in order, joined by ", ".
+        a = self.origin(name='a')
+        silent = self.rude(silent=True)
+        dead = self.refusing(1)[0]
+        c = self.start_proxy([dead, silent.addr, a.addr], upstream={
+            'max_fails': 0, 'keepalive': 0, 'read_timeout': '300ms'},
+            server={'access_log_format': 'timed'}, log_flush=0)
+        self.assertEqual([c.get('/api/x').status for _ in range(3)],
+                         [200] * 3)
+        lines = self.logged(c, 3)
+        tried = sorted(lines, key=lambda t: len(t[0]))
+        # Round robin starts each request at the next server: one went
+        # straight to a, one through the silent server, one through both.
+        self.assertEqual([t[0] for t in tried], [
+            [a.addr], [silent.addr, a.addr], [dead, silent.addr, a.addr]])
+        self.assertEqual([t[1] for t in tried], [
+            ['200'], ['504', '200'], ['502', '504', '200']])
+        for ua, us, uct, urt in tried:
+            for addr, t in zip(ua, uct):
+                # Refused: no connect time; the others connected.
+                if addr == dead:
+                    self.assertEqual(t, '-')
+                else:
+                    self.assertRegex(t, r'^\d+\.\d{3}$')
+            for addr, t in zip(ua, urt):
+                self.assertRegex(t, r'^\d+\.\d{3}$')
+                if addr == silent.addr:
+                    self.assertGreaterEqual(float(t), 0.25)
+        # Every server refusing: the 502's line names them all.
+        c2 = self.start_proxy(self.refusing(2), upstream={'max_fails': 0},
+                              server={'access_log_format': 'timed'},
+                              log_flush=0)
+        self.assertEqual(c2.get('/api/x').status, 502)
+        (ua, us, uct, urt), = self.logged(c2, 1)
+        self.assertEqual(len(set(ua)), 2, ua)
+        self.assertEqual(us, ['502', '502'])
+        self.assertEqual(uct, ['-', '-'])
 
     def test_off(self):
         a = self.origin(name='a')

@@ -196,3 +196,32 @@ Test(log_format, builtins_compile)
 		log_format_free(f);
 	}
 }
+
+Test(log_format, every_server_tried)
+{
+	struct log_values v = sample();
+	const struct log_try tries[] = {
+		{ "127.0.0.1:9001", 502, -1, 300 },
+		{ "unix:/run/a \"b\".sock", 504, 1000, 300000 },
+	};
+	char err[128], out[60];
+	struct log_format *f;
+	size_t n;
+
+	v.tries = tries;
+	v.ntries = 2;
+	cr_expect_str_eq(render("$upstream_addr|$upstream_status|"
+	    "$upstream_connect_time|$upstream_response_time|$status",
+	    LOG_ESC_DEFAULT, &v),
+	    "127.0.0.1:9001, unix:/run/a \\x22b\\x22.sock, 127.0.0.1:9000|"
+	    "502, 504, 201|-, 0.001, 0.001|0.000, 0.300, 0.020|200\n");
+	/* Cut to the buffer, the literal text after it still whole. */
+	f = log_format_compile("[$upstream_addr] $status", LOG_ESC_DEFAULT,
+	    err, sizeof(err));
+	cr_assert_not_null(f);
+	n = log_format_render(f, &v, out, sizeof(out));
+	cr_assert(n <= sizeof(out), "%zu", n);
+	cr_expect_eq(memcmp(out + n - 6, "] 200\n", 6), 0, "%.*s", (int)n,
+	    out);
+	log_format_free(f);
+}
