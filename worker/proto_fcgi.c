@@ -44,7 +44,7 @@ struct fcgi_ctx {
 	int64_t left;			/* Content-Length still to come; -1 */
 	char *head;			/* STDOUT up to the end of the head */
 	size_t hlen, hsize, hscan;
-	const char *peer;		/* for the log */
+	const char *peer;		/* for the log: the server asked */
 };
 
 /* Writes STDERR to the error log at warn, line by line. */
@@ -185,7 +185,8 @@ fcgi_response_head(struct upstream_conn *uc, void *vctx, char *buf,
 	ssize_t n;
 	int rc;
 
-	(void)uc;
+	/* next_upstream may have moved the request since it was built. */
+	ctx->peer = upstream_peer_name(upstream_conn_peer(uc));
 	while (pos < len) {
 		rc = fcgi_parse(&ctx->p, buf + pos, len - pos, &used, &data);
 		pos += used;

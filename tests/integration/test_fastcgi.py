@@ -70,13 +70,13 @@ case 'cookies':
 class FastCGITestCase(FpmTestCase):
 
     def start_php(self, fpm=None, locations=None, upstream=None,
-                  addr='unix', tls=False, setup=None, **kw):
+                  addr='unix', tls=False, setup=None, before=(), **kw):
         """
         corral with upstream "php" (protocol fastcgi) to fpm, and
         locations {prefix: {directive: value}} (default: "/" to php);
         with tls, a TLS port too (c.tls_port, a certificate for
         localhost signed by pki().ca); setup(c) may change c before its
-        config is written.
+        config is written; before: servers listed before fpm's.
         """
         fpm = fpm or self.start_fpm()
         if tls:
@@ -102,8 +102,9 @@ class FastCGITestCase(FpmTestCase):
             locs += '  }\n'
         at = text.index('server {\n') + len('server {\n')
         text = text[:at] + locs + text[at:]
-        text += 'upstream "php" {\n  servers = {%s}\n' % quote(
-            fpm.unix_addr if addr == 'unix' else fpm.tcp_addr)
+        text += 'upstream "php" {\n  servers = {%s}\n' % ', '.join(
+            quote(s) for s in list(before) + [
+                fpm.unix_addr if addr == 'unix' else fpm.tcp_addr])
         text += '  protocol = fastcgi\n'
         for k, v in (upstream or {'keepalive': 8}).items():
             text += '  %s = %s\n' % (k, v)
@@ -687,6 +688,28 @@ class FailureTest(FastCGITestCase):
         mark = c.log_mark()
         self.assertEqual(c.get('/warn.php').body, b'done\n')
         c.wait_log(r'\[warn\].*something odd', mark=mark)
+
+    def test_stderr_names_the_server_that_ran_the_script(self):
+        # A request that next_upstream moved from a refused server: its
+        # stderr line names php-fpm, not the first server tried.
+        dead = socket.socket()
+        self.addCleanup(dead.close)
+        dead.bind(('127.0.0.1', 0))	# bound, never listening: refuses
+        dead = '127.0.0.1:%d' % dead.getsockname()[1]
+        c, fpm = self.start_php(before=[dead], upstream={
+            'keepalive': 8, 'max_fails': 0})
+        c.write('warn.php', '<?php error_log("something odd"); '
+                'echo "done\\n";\n')
+        mark = c.log_mark()
+        for _ in range(2):	# round robin: one of them starts at dead
+            self.assertEqual(c.get('/warn.php').body, b'done\n')
+        c.wait_log(r'upstream %s: connect: Connection refused, client '
+                   r'\S+; trying %s' % (re.escape(dead),
+                                       re.escape(fpm.unix_addr)), mark=mark)
+        names = wait_until(lambda: (lambda n: n if len(n) == 2 else None)(
+            re.findall(r'FastCGI (\S+) stderr: .*something odd',
+                       c.log_since(mark))), 10)
+        self.assertEqual(names, [fpm.unix_addr] * 2)
 
 
 class ReuseTest(FastCGITestCase):
