@@ -307,6 +307,7 @@ static cfg_opt_t opts[] = {
 	CFG_STR("group", NULL, CFGF_NODEFAULT),
 	CFG_INT_CB("worker_shutdown_timeout", 60 * SEC, CFGF_NONE, cb_time),
 	CFG_INT_CB("worker_rlimit_nofile", 0, CFGF_NONE, cb_count),
+	CFG_BOOL("reuseport", cfg_true, CFGF_NONE),
 	CFG_PTR_LIST_CB("listen", "{127.0.0.1:8080}", CFGF_NONE, cb_listen,
 	    free),
 
@@ -2923,6 +2924,8 @@ build(cfg_t *cfg, struct config *cf)
 	cf->worker_shutdown_timeout_ms =
 	    cfg_getint(cfg, "worker_shutdown_timeout");
 	cf->worker_rlimit_nofile = cfg_getint(cfg, "worker_rlimit_nofile");
+	cf->reuseport = cfg_getbool(cfg, "reuseport");
+	cf->lines.reuseport = line_of("reuseport");
 
 
 	cf->max_request_line = cfg_getint(cfg, "max_request_line");

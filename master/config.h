@@ -381,7 +381,7 @@ struct config_cache {
  * when it opens what they name.
  */
 struct config_lines {
-	int error_log, pid_file, user, group, listen, mime_types;
+	int error_log, pid_file, user, group, listen, mime_types, reuseport;
 };
 
 /* The memcached listener (worker/mc_conn.c) on the shared store. */
@@ -418,6 +418,8 @@ struct config {
 	char *group;
 	int worker_shutdown_timeout_ms;	/* 0: wait as long as it takes */
 	int worker_rlimit_nofile;	/* 0: leave the limit alone */
+	bool reuseport;			/* a listening socket per worker on
+					   each address (SO_REUSEPORT) */
 
 	struct config_listen *listen;
 	size_t nlisten;

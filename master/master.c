@@ -8,8 +8,10 @@
  *
  * Each reload starts a new generation of workers on the new config, then
  * retires the old generation gracefully: the old workers stop accepting,
- * finish what they serve and exit, while the listening sockets, shared by
- * both generations, never close.  Nothing is dropped.
+ * close their copies of the listening sockets, finish what they serve and
+ * exit, while the master's listening sockets, shared by both generations
+ * (worker i of each takes slot i's with reuseport), never close.  Nothing
+ * is dropped.
  *
  * Workers learn that the master died from a pipe: the master holds its
  * only write end, so when the master is gone, killed with SIGKILL too, the
@@ -756,6 +758,14 @@ reload(void)
 		log_error("%s; reload aborted, the old config stays", err);
 		config_free(cf);
 		return;
+	}
+	if (cf->reuseport != rt_cur->cf->reuseport) {
+		/* One shared socket and a group of SO_REUSEPORT ones cannot
+		 * hold the same address at once. */
+		log_warn("%s: reuseport changed; the running sockets keep "
+		    "reuseport = %s until a restart", cf->file,
+		    rt_cur->cf->reuseport ? "on" : "off");
+		cf->reuseport = rt_cur->cf->reuseport;
 	}
 	if (master_preflight(cf, master_warn_log, err, sizeof(err)) == -1) {
 		log_error("%s; reload aborted, the old config stays", err);

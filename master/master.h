@@ -8,6 +8,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <sys/socket.h>
 #include <sys/types.h>
 
 struct config;
@@ -26,7 +27,10 @@ struct tls_keys;
 struct runtime {
 	struct config *cf;
 	struct mime_table *mime;
-	int *listen_fds;		/* one per cf->listen */
+	int *listen_fds;		/* [cf->listen][nslots]: see
+					   runtime_listen_fd() */
+	int nslots;			/* sockets per address: cf->workers
+					   with reuseport, else 1 */
 	int *dir_fds;			/* one per cf->dirs, O_PATH */
 	int *access_fds;		/* one per cf->servers, -1 when off */
 	int *mc_fds;			/* one per cf->memcached.listen */
@@ -47,6 +51,14 @@ struct runtime {
 	gid_t gid;
 	const char *user;		/* their name, for messages */
 };
+
+/* The socket of listen i that the worker in slot accepts from. */
+static inline int
+runtime_listen_fd(const struct runtime *rt, size_t i, int slot)
+{
+	return rt->listen_fds[i * (size_t)rt->nslots +
+	    (size_t)(slot % rt->nslots)];
+}
 
 /* Receives one warning line ("FILE:LINE: what"). */
 typedef void master_warn_fn(const char *msg);
@@ -85,6 +97,9 @@ int master_user(const struct config *cf, struct fsafe_user *u, char *err,
  */
 struct runtime *runtime_open(struct config *cf, struct mime_table *mime,
     const struct runtime *old);
+
+/* Binds a test socket to addr (SO_REUSEADDR only): 0 or the errno. */
+int master_bind_error(const struct sockaddr_storage *addr, socklen_t addrlen);
 
 /* The memcached listener's sockets (master/mc_listen.c), adopted from
  * old where the address stays; -1 after logging why. */

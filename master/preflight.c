@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -148,8 +149,8 @@ check_log(const struct config *cf, const char *what, const char *path,
 }
 
 /* The errno of binding addr once, as start will (0: it binds). */
-static int
-bind_error(const struct sockaddr_storage *addr, socklen_t addrlen)
+int
+master_bind_error(const struct sockaddr_storage *addr, socklen_t addrlen)
 {
 	int fd, on = 1, e;
 
@@ -165,6 +166,31 @@ bind_error(const struct sockaddr_storage *addr, socklen_t addrlen)
 }
 
 /*
+ * With reuseport the master holds workers x addresses listening sockets
+ * (and a reload that adds workers opens theirs beside them): they, and
+ * what else it opens, must fit under its descriptor limit.
+ */
+static int
+check_listen_fds(const struct config *cf, char *err, size_t errlen)
+{
+	size_t need = cf->nlisten * (size_t)cf->workers, spare;
+	struct rlimit rl;
+
+	if (!cf->reuseport || getrlimit(RLIMIT_NOFILE, &rl) == -1 ||
+	    rl.rlim_cur == RLIM_INFINITY)
+		return 0;
+	/* Logs, folders, the store, the memcached listener, stdio. */
+	spare = cf->nservers + cf->ndirs + cf->memcached.nlisten + 64;
+	if ((rlim_t)(need + spare) <= rl.rlim_cur)
+		return 0;
+	return at(cf, cf->lines.reuseport ? cf->lines.reuseport :
+	    cf->lines.listen, err, errlen, "reuseport: %d workers on %zu "
+	    "listen addresses need %zu sockets, and the descriptor limit is "
+	    "%llu: raise it (ulimit -n) or set reuseport = off", cf->workers,
+	    cf->nlisten, need, (unsigned long long)rl.rlim_cur);
+}
+
+/*
  * Binds each address once, as start will: an address that is not this
  * machine's, or a port the user may not bind, fails here.  An address in
  * use is not an error here: it may be ours, running.
@@ -177,12 +203,12 @@ check_listen(const struct config *cf, char *err, size_t errlen)
 	for (size_t i = 0; i < cf->nlisten; i++) {
 		const struct config_listen *l = &cf->listen[i];
 
-		e = bind_error(&l->addr, l->addrlen);
+		e = master_bind_error(&l->addr, l->addrlen);
 		if (e != 0 && e != EADDRINUSE)
 			return at(cf, cf->lines.listen, err, errlen,
 			    "listen \"%s\": %s", l->text, strerror(e));
 	}
-	return 0;
+	return check_listen_fds(cf, err, errlen);
 }
 
 /*
@@ -214,7 +240,7 @@ check_mc_listen(const struct config *cf, char *err, size_t errlen)
 				    "not a socket is there", p->text);
 			continue;
 		}
-		e = bind_error(&p->addr, p->addrlen);
+		e = master_bind_error(&p->addr, p->addrlen);
 		if (e != 0 && e != EADDRINUSE)
 			return at(cf, m->line, err, errlen,
 			    "memcached listen \"%s\": %s", p->text,

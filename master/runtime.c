@@ -5,6 +5,15 @@
  * On reload a new runtime adopts the listening sockets of the old one whose
  * address did not change, so they are never closed and re-bound and no
  * connection waiting in their queues is lost.
+ *
+ * With reuseport (the default) each address has one SO_REUSEPORT socket
+ * per worker slot, and the kernel spreads new connections over them by a
+ * hash of their addresses, as nginx's "listen ... reuseport" does: a burst
+ * is shared evenly, where workers racing on one socket take it unevenly.
+ * Slot i's sockets stay with the master, so a respawned worker i and the
+ * next generation's worker i take over its queue.  A reload to fewer
+ * workers closes the sockets of the slots that go, and what was queued on
+ * them is reset unless net.ipv4.tcp_migrate_req moves it (Linux 5.14).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -28,7 +37,7 @@
 #define LISTEN_BACKLOG		4096
 
 static int
-listen_one(const struct config_listen *l)
+listen_one(const struct config_listen *l, bool reuseport)
 {
 	int fd, on = 1, secs = 1;
 
@@ -39,6 +48,12 @@ listen_one(const struct config_listen *l)
 		return -1;
 	}
 	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on));
+	if (reuseport &&
+	    setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &on, sizeof(on)) == -1) {
+		log_at(L_CRIT, errno, "SO_REUSEPORT %s", l->text);
+		close(fd);
+		return -1;
+	}
 	if (l->addr.ss_family == AF_INET6)
 		setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &on, sizeof(on));
 	if (bind(fd, (const struct sockaddr *)&l->addr, l->addrlen) == -1) {
@@ -63,17 +78,55 @@ same_addr(const struct config_listen *a, const struct config_listen *b)
 	    memcmp(&a->addr, &b->addr, a->addrlen) == 0;
 }
 
-/* Returns the old runtime's socket for an address, or -1. */
+/* Returns the old runtime's socket for an address and slot, or -1. */
 static int
-adopt_listener(const struct runtime *old, const struct config_listen *l)
+adopt_listener(const struct runtime *old, const struct config_listen *l,
+    int slot)
 {
-	if (old == NULL)
+	if (old == NULL || slot >= old->nslots)
 		return -1;
 	for (size_t i = 0; i < old->cf->nlisten; i++)
-		if (old->listen_fds[i] != -1 &&
-		    same_addr(&old->cf->listen[i], l))
-			return old->listen_fds[i];
+		if (same_addr(&old->cf->listen[i], l))
+			return runtime_listen_fd(old, i, slot);
 	return -1;
+}
+
+/*
+ * An address we do not hold yet must be free: another process's
+ * SO_REUSEPORT sockets would take our sockets into their group and share
+ * its connections with us, where a plain bind says "in use".
+ */
+static int
+address_free(const struct config_listen *l)
+{
+	int e = master_bind_error(&l->addr, l->addrlen);
+
+	if (e == EADDRINUSE) {
+		log_at(L_CRIT, e, "bind %s", l->text);
+		return -1;
+	}
+	return 0;
+}
+
+/* One socket per worker slot with reuseport, else one for all. */
+static int
+listen_open(struct runtime *rt, size_t i, const struct runtime *old)
+{
+	const struct config_listen *l = &rt->cf->listen[i];
+	bool reuseport = rt->cf->reuseport;
+	int fd;
+
+	for (int s = 0; s < rt->nslots; s++) {
+		fd = adopt_listener(old, l, s);
+		if (fd == -1 && s == 0 && reuseport && address_free(l) == -1)
+			return -1;
+		if (fd == -1)
+			fd = listen_one(l, reuseport);
+		if (fd == -1)
+			return -1;
+		rt->listen_fds[i * (size_t)rt->nslots + (size_t)s] = fd;
+	}
+	return 0;
 }
 
 /*
@@ -146,13 +199,9 @@ runtime_open_fds(struct runtime *rt, const struct runtime *old)
 	const struct config *cf = rt->cf;
 	size_t i;
 
-	for (i = 0; i < cf->nlisten; i++) {
-		rt->listen_fds[i] = adopt_listener(old, &cf->listen[i]);
-		if (rt->listen_fds[i] == -1)
-			rt->listen_fds[i] = listen_one(&cf->listen[i]);
-		if (rt->listen_fds[i] == -1)
+	for (i = 0; i < cf->nlisten; i++)
+		if (listen_open(rt, i, old) == -1)
 			return -1;
-	}
 	if (mc_listen_open(rt, old) == -1)
 		return -1;
 	for (i = 0; i < cf->ndirs; i++) {
@@ -209,10 +258,10 @@ runtime_close(struct runtime *rt, const struct runtime *keep)
 	const struct config *cf = rt->cf;
 	size_t i;
 
-	for (i = 0; i < cf->nlisten; i++)
+	for (i = 0; i < cf->nlisten * (size_t)rt->nslots; i++)
 		if (rt->listen_fds[i] != -1 && (keep == NULL ||
 		    !fd_in(rt->listen_fds[i], keep->listen_fds,
-		    keep->cf->nlisten)))
+		    keep->cf->nlisten * (size_t)keep->nslots)))
 			close(rt->listen_fds[i]);
 	mc_listen_close(rt, keep);
 	for (i = 0; i < cf->ndirs; i++)
@@ -236,12 +285,14 @@ runtime_open(struct config *cf, struct mime_table *mime,
 		goto failed;
 	rt->cf = cf;
 	rt->mime = mime;
-	rt->listen_fds = calloc(cf->nlisten, sizeof(int));
+	rt->nslots = cf->reuseport ? cf->workers : 1;
+	rt->listen_fds = calloc(cf->nlisten * (size_t)rt->nslots + 1,
+	    sizeof(int));
 	rt->dir_fds = calloc(cf->ndirs + 1, sizeof(int));
 	rt->access_fds = calloc(cf->nservers, sizeof(int));
 	if (!rt->listen_fds || !rt->dir_fds || !rt->access_fds)
 		goto failed;
-	for (i = 0; i < cf->nlisten; i++)
+	for (i = 0; i < cf->nlisten * (size_t)rt->nslots; i++)
 		rt->listen_fds[i] = -1;
 	for (i = 0; i < cf->ndirs; i++)
 		rt->dir_fds[i] = -1;

@@ -480,6 +480,7 @@ stats_sum(const struct stats *st, uint64_t now_ms, struct stats_sum *sum)
 			sw->pid = (pid_t)ld((const uint64_t *)&sh->pid);
 			sw->requests = ld(&m.w[STAT_requests]);
 			sw->active = ld(&m.w[STAT_conn_active]);
+			sw->accepted = ld(&m.w[STAT_conn_accepted]);
 			sum->slots_busy += ld(&m.w[STAT_conn_writing]) != 0;
 		}
 		for (k = 0; k < STATS_NWORKER; k++)

@@ -322,6 +322,7 @@ struct stats_sum {
 	struct stats_worker {		/* [slots_used], one per live worker */
 		pid_t pid;
 		uint64_t requests, active;	/* its slot's */
+		uint64_t accepted;		/* connections it took */
 	} *worker;
 	uint64_t reloads, worker_restarts;
 	uint64_t w[STATS_NWORKER];

@@ -137,7 +137,7 @@ json_uncounted(struct sbuf *b, const struct status_view *v)
 	sb_printf(b, ", \"worker_slots\": [");
 	for (unsigned i = 0; i < v->sum->slots_used; i++)
 		sb_printf(b, "%s{\"pid\": %d, \"requests\": null, "
-		    "\"active\": null}", i ? ", " : "",
+		    "\"active\": null, \"accepted\": null}", i ? ", " : "",
 		    (int)v->sum->worker[i].pid);
 	sb_printf(b, "], \"request_time\": null, \"servers\": null, "
 	    "\"upstreams\": null}\n");
@@ -227,9 +227,10 @@ status_json(struct sbuf *b, const struct status_view *v)
 	sb_printf(b, ", \"worker_slots\": [");
 	for (unsigned i = 0; i < s->slots_used; i++)
 		sb_printf(b, "%s{\"pid\": %d, \"requests\": %" PRIu64
-		    ", \"active\": %" PRIu64 "}", i ? ", " : "",
-		    (int)s->worker[i].pid, s->worker[i].requests,
-		    s->worker[i].active);
+		    ", \"active\": %" PRIu64 ", \"accepted\": %" PRIu64 "}",
+		    i ? ", " : "", (int)s->worker[i].pid,
+		    s->worker[i].requests, s->worker[i].active,
+		    s->worker[i].accepted);
 	sb_printf(b, "], ");
 	json_hist(b, "request_time", &s->req_time);
 	sb_printf(b, ", ");

@@ -2,10 +2,9 @@
  * The worker process: a libevent loop built after fork, accepting on the
  * listening sockets that the master bound.
  *
- * Every worker polls the same listening sockets.  One socket per worker with
- * SO_REUSEPORT was measured too; it spreads load no better on this design and
- * loses the connections queued on a socket when it is closed (reload with
- * fewer workers) or strands them behind a busy worker, so it is not used.
+ * With reuseport a worker accepts on its slot's own socket of each address
+ * (master/runtime.c) and closes its copies of the other slots' ones; with
+ * reuseport off every worker polls the same sockets and takes what it wins.
  */
 #include <errno.h>
 #include <grp.h>
@@ -39,6 +38,7 @@
 struct worker worker;
 
 static struct event **accept_evs;
+static int *listen_fds;			/* this worker's; -1 once closed */
 static struct event *accept_resume_ev;
 static time_t reuse_warned;		/* last "not enough" warning */
 static struct event *wake_ev;
@@ -81,6 +81,34 @@ accept_enable(bool on)
 			event_del(accept_evs[i]);
 	}
 	accept_paused = !on;
+}
+
+/*
+ * Our copies of the listening sockets: closed when we stop accepting, so
+ * that a socket the master closed (an address or a slot that went away)
+ * is gone at once, not kept with a queue nobody accepts from.
+ */
+static void
+listen_close(void)
+{
+	for (size_t i = 0; i < worker.cf->nlisten; i++) {
+		if (listen_fds[i] != -1)
+			close(listen_fds[i]);
+		listen_fds[i] = -1;
+	}
+}
+
+/* Keeps the sockets of our slot and closes our copies of the others. */
+static void
+listen_take(const struct runtime *rt, int slot)
+{
+	size_t n = worker.cf->nlisten * (size_t)rt->nslots;
+
+	for (size_t i = 0; i < worker.cf->nlisten; i++)
+		listen_fds[i] = runtime_listen_fd(rt, i, slot);
+	for (size_t k = 0; k < n; k++)
+		if (rt->listen_fds[k] != listen_fds[k / (size_t)rt->nslots])
+			close(rt->listen_fds[k]);
 }
 
 void
@@ -186,6 +214,7 @@ worker_quit(void)
 	proctitle_set("corral: worker process is shutting down");
 	worker.quitting = true;
 	accept_enable(false);
+	listen_close();
 	conn_quit_idle();
 	mc_quit();
 	if (worker.nconns == 0)
@@ -219,8 +248,7 @@ master_gone_cb(evutil_socket_t fd, short what, void *arg)
 	log_warn("the master process is gone; finishing %u connection%s "
 	    "and exiting", worker.nconns, worker.nconns == 1 ? "" : "s");
 	accept_enable(false);
-	for (size_t i = 0; i < worker.cf->nlisten; i++)
-		close(worker.rt->listen_fds[i]);
+	listen_close();
 	mc_quit();
 	for (size_t i = 0; i < worker.cf->memcached.nlisten; i++)
 		close(worker.rt->mc_fds[i]);
@@ -382,13 +410,15 @@ worker_main(const struct runtime *rt, int slot, unsigned gen,
 	worker.fcache = fcache_create(cf);
 	access_log_init();
 	accept_evs = calloc(cf->nlisten, sizeof(*accept_evs));
+	listen_fds = calloc(cf->nlisten + 1, sizeof(*listen_fds));
 	if (worker.headers == NULL || worker.fcache == NULL ||
-	    accept_evs == NULL)
+	    accept_evs == NULL || listen_fds == NULL)
 		fatal("worker init");
+	listen_take(rt, slot);
 	worker_update_time();
 
 	for (i = 0; i < cf->nlisten; i++) {
-		accept_evs[i] = event_new(worker.base, rt->listen_fds[i],
+		accept_evs[i] = event_new(worker.base, listen_fds[i],
 		    EV_READ | EV_PERSIST, accept_cb, (void *)(intptr_t)i);
 		if (accept_evs[i] == NULL)
 			fatalx("event_new failed");
@@ -439,6 +469,7 @@ worker_main(const struct runtime *rt, int slot, unsigned gen,
 	for (i = 0; i < cf->nlisten; i++)
 		event_free(accept_evs[i]);
 	free(accept_evs);
+	free(listen_fds);
 	event_free(accept_resume_ev);
 	event_free(tick);
 	event_free(master_ev);

@@ -149,6 +149,32 @@ def pid_alive(pid):
     return st is not None and st[0] not in ('Z', 'X')
 
 
+def proc_comm(pid):
+    """The process name ("corral g1 w0"), or '' when the process is gone."""
+    try:
+        with open('/proc/%d/comm' % pid) as f:
+            return f.read().rstrip('\n')
+    except OSError:
+        return ''
+
+
+def held_sockets(pid):
+    """Inodes of the sockets a process holds (none when it is gone)."""
+    out = set()
+    try:
+        fds = os.listdir('/proc/%d/fd' % pid)
+    except OSError:
+        return out
+    for fd in fds:
+        try:
+            link = os.readlink('/proc/%d/fd/%s' % (pid, fd))
+        except OSError:
+            continue
+        if link.startswith('socket:['):
+            out.add(link[8:-1])
+    return out
+
+
 # ----------------------------------------------------------------- reaper
 
 # What a test run starts must die with it, however it ends (exit, an

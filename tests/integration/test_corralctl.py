@@ -9,8 +9,8 @@ import stat
 import subprocess
 
 from harness import (BIN, Corral, CorralTestCase, Raw, build_request,
-                     proc_children, proc_stat, read_text, refused,
-                     same_process, wait_until)
+                     proc_children, proc_comm, proc_stat, read_text,
+                     refused, same_process, wait_until)
 
 CTL = os.path.abspath(os.environ.get(
     'CORRALCTL', os.path.join(os.path.dirname(BIN), 'corralctl')))
@@ -26,14 +26,6 @@ def read_pid(path):
     """The pid in a pid file, or None when there is none."""
     text = read_text(path).strip()
     return int(text) if text.isdigit() else None
-
-
-def comm(pid):
-    try:
-        with open('/proc/%d/comm' % pid) as f:
-            return f.read().rstrip('\n')
-    except OSError:
-        return None
 
 
 # Stands in for corral: answers -q and -t with the real one, and runs
@@ -64,7 +56,7 @@ def masters_of(conf):
     """Pids of live corral processes whose command line names conf."""
     out = []
     for d in os.listdir('/proc'):
-        if not d.isdigit() or comm(int(d)) != 'corral':
+        if not d.isdigit() or proc_comm(int(d)) != 'corral':
             continue
         try:
             with open('/proc/%s/cmdline' % d, 'rb') as f:
@@ -117,7 +109,7 @@ class CorralctlTest(CorralTestCase):
     def remember(self, c):
         """Notes the master and workers now running, for the cleanup."""
         pid = read_pid(c.pid_file)
-        if pid is None or comm(pid) != 'corral':	# never kill a stranger
+        if pid is None or proc_comm(pid) != 'corral':	# never kill a stranger
             return
         for p in [pid] + proc_children(pid):
             st = proc_stat(p)
@@ -153,11 +145,11 @@ class CorralctlTest(CorralTestCase):
         rx = re.compile(r'^corral g%d w\d+$' % gen)
 
         def named():
-            kids = [k for k in proc_children(pid) if rx.match(comm(k) or '')]
+            kids = [k for k in proc_children(pid) if rx.match(proc_comm(k) or '')]
             return kids if len(kids) == n else None
         kids = wait_until(named, 10)
         self.assertTrue(kids, 'no %d workers of generation %d under %d: %r'
-                        % (n, gen, pid, [comm(k) for k in
+                        % (n, gen, pid, [proc_comm(k) for k in
                                          proc_children(pid)]))
         return kids
 
@@ -213,7 +205,7 @@ class CorralctlTest(CorralTestCase):
         pid = self.start(c)
         # Ready when corralctl returns: no waiting here.
         self.assertServes(c)
-        self.assertEqual(comm(pid), 'corral')
+        self.assertEqual(proc_comm(pid), 'corral')
         self.assertNotIn(pid, [os.getpid()] + proc_children(os.getpid()),
                          'corral did not detach')
 
@@ -236,7 +228,7 @@ class CorralctlTest(CorralTestCase):
 
         def open_gate():
             pid = read_pid(gate)
-            if pid is not None and comm(pid) == 'sh':
+            if pid is not None and proc_comm(pid) == 'sh':
                 os.kill(pid, signal.SIGKILL)
         self.addCleanup(open_gate)
         ctl = subprocess.Popen([CTL, '-c', c.conf_path, 'start'],
@@ -536,7 +528,7 @@ class CorralctlTest(CorralTestCase):
         p = self.ctl(c, 'status')
         self.assertTrue(same_process(busy, busy_start),
                         'the old worker left during the test')
-        self.assertEqual(comm(busy), 'corral g1 w0')
+        self.assertEqual(proc_comm(busy), 'corral g1 w0')
         self.assertEqual((p.returncode, p.stdout.split('\n')[0]),
                          (0, 'corral is running (pid %d), 3 workers, '
                           'generation 2' % pid))

@@ -17,8 +17,8 @@ import threading
 import time
 
 from harness import (Conn, CorralTestCase, ServerError, build_request,
-                     parse_responses, pid_alive, proc_stat, read_text,
-                     wait_for, wait_until)
+                     held_sockets, parse_responses, pid_alive, proc_stat,
+                     read_text, wait_for, wait_until)
 
 QUICK = 1.0		# a normal request must be answered within this
 CLK_TCK = os.sysconf('SC_CLK_TCK')
@@ -38,23 +38,6 @@ def fd_budget():
 
 
 # ---------------------------------------------------------------- /proc
-
-def held_sockets(pid):
-    """Inodes of the sockets a process holds."""
-    out = set()
-    try:
-        fds = os.listdir('/proc/%d/fd' % pid)
-    except OSError:		# the process is gone: it holds nothing
-        return out
-    for fd in fds:
-        try:
-            link = os.readlink('/proc/%d/fd/%s' % (pid, fd))
-        except OSError:
-            continue
-        if link.startswith('socket:['):
-            out.add(link[8:-1])
-    return out
-
 
 # What a process holds is learnt from its descriptors, never from
 # /proc/net/tcp: a read of that table can miss entries while other sockets

@@ -13,22 +13,13 @@ import time
 import unittest
 
 from harness import (BIN, CorralTestCase, Raw, build_request, free_port,
-                     need_tool, pid_alive, proc_children, read_text,
-                     wait_until)
+                     held_sockets, need_tool, pid_alive, proc_children,
+                     proc_comm, read_text, wait_until)
 
 
 # A process can exit between any two reads of its /proc entries: opening
 # or reading them then fails with ENOENT or ESRCH (ProcessLookupError), so
 # each helper catches OSError and answers as for a process that is gone.
-
-def comm(pid):
-    """The process name, or '' when the process is gone."""
-    try:
-        with open('/proc/%d/comm' % pid) as f:
-            return f.read().strip()
-    except OSError:
-        return ''
-
 
 def cmdline(pid):
     """The command line (titles included), or '' when the process is gone."""
@@ -51,34 +42,17 @@ def uids(pid):
     return []
 
 
-def listen_inodes(pid):
-    """The socket inodes the process holds (sockets are never re-bound)."""
-    out = set()
-    try:
-        fds = os.listdir('/proc/%d/fd' % pid)
-    except OSError:
-        return out
-    for fd in fds:
-        try:
-            link = os.readlink('/proc/%d/fd/%s' % (pid, fd))
-        except OSError:
-            continue
-        if link.startswith('socket:'):
-            out.add(link)
-    return out
-
-
 class ReloadTest(CorralTestCase):
 
     def generation_up(self, c, gen, n):
         """Waits until n workers of generation gen serve."""
         def ready():
             kids = proc_children(c.master_pid)
-            mine = [k for k in kids if comm(k).startswith('corral g%d ' % gen)]
+            mine = [k for k in kids if proc_comm(k).startswith('corral g%d ' % gen)]
             return mine if len(mine) == n else None
         kids = wait_until(ready, 10)
         self.assertTrue(kids, 'generation %d did not start: %r\n%s' %
-                        (gen, [comm(k) for k in proc_children(c.master_pid)],
+                        (gen, [proc_comm(k) for k in proc_children(c.master_pid)],
                          c.diagnostics()))
         return kids
 
@@ -138,7 +112,7 @@ class ReloadTest(CorralTestCase):
     def test_reload_adds_and_removes_listeners(self):
         c = self.start()
         c.write('page.html', b'ok\n')
-        first = listen_inodes(c.master_pid)
+        first = held_sockets(c.master_pid)
         port2 = free_port()
         c.directives['listen'] = ['127.0.0.1:%d' % c.port,
                                   '127.0.0.1:%d' % port2]
@@ -157,7 +131,7 @@ class ReloadTest(CorralTestCase):
                 data += d
         self.assertTrue(data.startswith(b'HTTP/1.1 200'), data)
         # The socket that stayed is the same socket, never re-bound.
-        self.assertTrue(first <= listen_inodes(c.master_pid))
+        self.assertTrue(first <= held_sockets(c.master_pid))
 
         c.directives['listen'] = ['127.0.0.1:%d' % c.port]
         with open(c.conf_path, 'w') as f:
@@ -361,13 +335,13 @@ class TitleTest(CorralTestCase):
         def comms(want):
             # A child is named a moment after fork.
             return wait_until(lambda: sorted(
-                comm(k) for k in proc_children(c.master_pid)) == want, 5)
+                proc_comm(k) for k in proc_children(c.master_pid)) == want, 5)
         self.assertTrue(comms(['corral g1 w0', 'corral g1 w1']))
         for k in kids:
             self.assertEqual(cmdline(k), 'corral: worker process')
         os.kill(c.master_pid, signal.SIGHUP)
         self.assertTrue(comms(['corral g2 w0', 'corral g2 w1']),
-                        [comm(k) for k in proc_children(c.master_pid)])
+                        [proc_comm(k) for k in proc_children(c.master_pid)])
 
 
 if __name__ == '__main__':

@@ -164,7 +164,9 @@ class Status(CorralTestCase):
         return sum(sent), sum(got), notfound[0], per
 
     def test_counts_after_known_traffic(self):
-        c = self.start_status()
+        # traffic() steers connections by stopping a worker: the other
+        # takes them only from a socket they share.
+        c = self.start_status(reuseport=False)
         self.probe_accepted(c)
         sent, got, body404, per = self.traffic(c)
         doc = self.settled(c)

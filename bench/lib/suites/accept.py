@@ -35,6 +35,7 @@ SMOKE_RUNS = 1
 # (row label, ms between a connection's connect and its request)
 VARIANTS = (("at once", 0), ("100 ms late", 100))
 SLOW_US = 1000000
+SHARED_ROW = "corral (reuseport off)"
 FILE = "100b.bin"
 
 
@@ -185,8 +186,11 @@ def run(ctx):
     ctx.tools["conns"] = tool
     n = SMOKE_BURST if ctx.smoke else BURST
     runs = SMOKE_RUNS if ctx.smoke else RUNS
+    servers = list(ctx.servers)
+    if not ctx.smoke and servers and servers[0].name == "corral":
+        servers.insert(1, servers[0].variant(SHARED_ROW, "corralshared"))
     servers = start_all(ctx, NAME, {"ROOT": _docroot(ctx),
-                                    "WORKERS": WORKERS}, pin=False)
+                                    "WORKERS": WORKERS}, servers, pin=False)
     case = Case(NAME, "burst", "%s new connections at once, %d workers" % (
         "{:,}".format(n), WORKERS),
         "bench/conns burst: %s connects started at once, each GET sent "
