@@ -319,9 +319,47 @@ failed:
 	return NULL;
 }
 
+/*
+ * The kernel resets what is queued on a closed socket unless it may move
+ * it to the others of its group (net.ipv4.tcp_migrate_req, Linux 5.14).
+ */
+static bool
+migrate_req(void)
+{
+	char c = '0';
+	int fd;
+
+	fd = open("/proc/sys/net/ipv4/tcp_migrate_req", O_RDONLY | O_CLOEXEC);
+	if (fd == -1)
+		return false;
+	if (read(fd, &c, 1) != 1)
+		c = '0';
+	close(fd);
+	return c == '1';
+}
+
+/* A reload to fewer workers closes the sockets of the slots that go. */
+static void
+say_closed_slots(const struct runtime *old, const struct runtime *new)
+{
+	if (new == NULL || new->nslots >= old->nslots)
+		return;
+	if (migrate_req())
+		log_notice("the listening sockets of workers %d to %d close; "
+		    "connections queued on them move to the others "
+		    "(net.ipv4.tcp_migrate_req)", new->nslots,
+		    old->nslots - 1);
+	else
+		log_warn("the listening sockets of workers %d to %d close; "
+		    "connections queued on them are reset (the sysctl "
+		    "net.ipv4.tcp_migrate_req = 1 would move them to the "
+		    "others)", new->nslots, old->nslots - 1);
+}
+
 void
 runtime_retire(struct runtime *old, const struct runtime *new)
 {
+	say_closed_slots(old, new);
 	runtime_close(old, new);
 	runtime_free(old);
 }

@@ -245,11 +245,13 @@ class AcceptTest(CorralTestCase):
         return c
 
     def counters(self, c):
+        """{worker pid: connections accepted}, and connections open."""
         out = subprocess.run([BIN, '-s', '-j', '-c', c.conf_path],
                              capture_output=True, text=True, timeout=10)
         self.assertEqual(out.returncode, 0, out.stderr)
         doc = json.loads(out.stdout)
-        return {w['pid']: w['accepted'] for w in doc['worker_slots']}
+        return ({w['pid']: w['accepted'] for w in doc['worker_slots']},
+                doc['connections']['active'])
 
     def generation_up(self, c, gen, n):
         def ready():
@@ -265,15 +267,15 @@ class AcceptTest(CorralTestCase):
         c = self.serve()
         workers = c.wait_workers(2)
         self.own_sockets(c, 1)
-        # The harness's probe was accepted by one of them: wait for it.
-        before = wait_for(lambda: self.counters(c),
-                          lambda d: sum(d.values()) >= 1 and
-                          all(held_sockets(w) for w in workers), 5)
+        # The harness's probe was accepted by one of them, and closed.
+        before, _ = wait_for(lambda: self.counters(c),
+                             lambda d: sum(d[0].values()) >= 1 and
+                             d[1] == 0, 5)
         held = {w: len(held_sockets(w)) for w in workers}
         socks = burst(c.port, BURST)
         try:
             by_fd = {w: len(held_sockets(w)) - held[w] for w in workers}
-            after = self.counters(c)
+            after = self.counters(c)[0]
         finally:
             for s in socks:
                 s.close()
@@ -355,7 +357,7 @@ class AcceptTest(CorralTestCase):
                 continue
             bad.append((start, end, err))
         self.assertEqual(bad, [], 'failed requests (windows %r)' % windows)
-        self.assertGreater(h.done_since(0), 400)
+        self.assertGreaterEqual(h.done_since(0), 250)
 
     def test_respawn_and_reload_lose_nothing(self):
         self.check_respawn_and_reload(True)
@@ -365,11 +367,27 @@ class AcceptTest(CorralTestCase):
 
     def test_reload_changes_the_slot_sockets(self):
         c = self.serve()
+        try:
+            with open('/proc/sys/net/ipv4/tcp_migrate_req') as f:
+                migrate = f.read().strip() == '1'
+        except OSError:		# before Linux 5.14
+            migrate = False
+        said = (r'\[notice\].*workers 1 to 3 close; connections queued on '
+                r'them move to the others' if migrate else
+                r'\[warn\].*workers 1 to 3 close; connections queued on '
+                r'them are reset \(the sysctl net.ipv4.tcp_migrate_req = 1')
         for gen, n in ((2, 4), (3, 1), (4, 2)):
             c.directives['workers'] = n
             c.rewrite()
+            mark = c.log_mark()
             os.kill(c.master_pid, signal.SIGHUP)
             self.generation_up(c, gen, n)
+            if n == 1:
+                self.assertTrue(c.wait_log(said, mark=mark),
+                                c.log_since(mark))
+            else:
+                self.assertNotIn('close; connections queued',
+                                 c.log_since(mark))
             c.wait_workers(n)
             # The old workers close their copies when told to stop.
             self.assertTrue(wait_until(lambda: listeners(c.port) == n, 10),
@@ -381,22 +399,28 @@ class AcceptTest(CorralTestCase):
 
     def own_sockets(self, c, per_worker, shared=False):
         """
-        The master holds the listening sockets, per_worker for each
-        worker; each worker holds per_worker of them, its own (all of
-        them when shared).
+        Waits until the master holds the listening sockets, per_worker for
+        each worker, and each worker holds per_worker of them, its own
+        (all of them when shared); a worker closes the others' right
+        after it starts.  Returns the master's.
         """
-        listening = held_sockets(c.master_pid)
-        workers = c.workers()
-        self.assertEqual(len(listening), per_worker * (1 if shared else
-                                                       len(workers)))
-        seen = set()
-        for w in workers:
-            mine = held_sockets(w) & listening
-            self.assertEqual(len(mine), per_worker, (w, mine))
-            if not shared:
-                self.assertFalse(mine & seen, (w, mine))
-            seen |= mine
-        return listening
+        def state():
+            listening = held_sockets(c.master_pid)
+            workers = c.workers()
+            if len(listening) != per_worker * (1 if shared else
+                                               len(workers)):
+                return None, ('master', listening)
+            seen = set()
+            for w in workers:
+                mine = held_sockets(w) & listening
+                if len(mine) != per_worker or (mine & seen and not shared):
+                    return None, (w, mine, seen)
+                seen |= mine
+            return listening, None
+
+        got = wait_until(lambda: state()[0], 10)
+        self.assertTrue(got, state()[1])
+        return got
 
     def test_reload_keeps_the_running_reuseport(self):
         c = self.serve()
