@@ -40,7 +40,8 @@
 #define QUIT_IDLE_GRACE_MS 1000
 #define REALIP_LINES	8	/* X-Forwarded-For lines looked at, the last */
 
-static struct conn *all_conns;
+static struct dl_queue *tq[T_KINDS];	/* one per timer kind but T_NONE */
+static struct dl_node untimed = { &untimed, &untimed, DL_NEVER };
 static uint64_t conn_serial;
 static struct conn_rq rq_none;	/* of connections without a request */
 
@@ -292,37 +293,70 @@ conn_read_on(struct conn *c)
 
 /* Timers ------------------------------------------------------------ */
 
+#define CONN_OF(n) \
+	((struct conn *)((char *)(n) - offsetof(struct conn, tnode)))
+
+static void timer_cb(struct dl_node *n);
+
+bool
+conn_init(void)
+{
+	for (int k = T_NONE + 1; k < T_KINDS; k++)
+		if ((tq[k] = dl_queue_new(worker.base, timer_cb)) == NULL)
+			return false;
+	return true;
+}
+
+/* Moves the connection to the queue of kind, due in ms. */
+static void
+timer_move(struct conn *c, enum ctimer kind, uint64_t ms)
+{
+	dl_del(&c->tnode);
+	c->timer = kind;
+	dl_add(tq[kind], &c->tnode, ms);
+}
+
+static void
+timer_stop(struct conn *c)
+{
+	if (c->timer == T_NONE)
+		return;
+	dl_del(&c->tnode);
+	c->timer = T_NONE;
+	dl_append(&untimed, &c->tnode);
+}
+
+/* Sets the timer unless one of that kind runs: the deadlines are
+ * absolute, except the send timeout's, which each write renews. */
 static void
 conn_timer(struct conn *c, enum ctimer kind, int ms)
 {
-	struct timeval tv;
-
 	if (c->io_failed)
 		ms = 0;		/* see wev_add() */
 	else if (c->timer == kind && kind != T_SEND)
 		return;
-	c->timer = kind;
-	tv.tv_sec = ms / 1000;
-	tv.tv_usec = (ms % 1000) * 1000;
-	evtimer_add(&c->tev, &tv);
+	timer_move(c, kind, (uint64_t)ms);
 }
 
 static void
-timer_cb(evutil_socket_t fd, short what, void *arg)
+timer_cb(struct dl_node *n)
 {
-	struct conn *c = arg;
+	struct conn *c = CONN_OF(n);
+	enum ctimer kind = c->timer;
 
+	/* Out of its queue already: with those without a timer. */
+	c->timer = T_NONE;
+	dl_append(&untimed, &c->tnode);
 	worker_update_time();
 	if (c->io_failed) {
 		conn_close(c);
 		return;
 	}
-	if (c->timer != T_IDLE && c->timer != T_LINGER)
+	if (kind != T_IDLE && kind != T_LINGER && kind != T_QUIT)
 		STATS_INC(conn_timeouts);
-	switch (c->timer) {
+	switch (kind) {
 	case T_DELAY:
 		/* limit_req made it wait; it goes on where it stopped. */
-		c->timer = T_NONE;
 		c->rpaused = false;
 		c->limits_passed = true;
 		conn_read_on(c);
@@ -361,7 +395,6 @@ timeout408:
 		return;
 	}
 	req_forget(c);
-	c->timer = T_NONE;
 	c->keepalive = false;
 	c->head = false;
 	c->loc = NULL;		/* no error_page: there is no request */
@@ -392,8 +425,9 @@ conn_set_busy(struct conn *c, bool on)
 }
 
 /*
- * Idle keep-alive connections, oldest first, so that a graceful stop can
- * close them and a worker out of connections can reuse the oldest.
+ * Idle keep-alive connections are T_IDLE's queue, oldest first, so that a
+ * graceful stop can close them and a worker out of connections can reuse
+ * the oldest.  A connection leaves it when a request comes.
  */
 static void
 idle_set(struct conn *c, bool on)
@@ -403,54 +437,42 @@ idle_set(struct conn *c, bool on)
 	c->idle = on;
 	STATS_ADD(conn_idle, on ? 1 : -1);
 	if (on) {
-		c->idle_since_ms = worker.now_ms;
-		c->idle_next = NULL;
-		c->idle_prev = worker.idle_tail;
-		if (worker.idle_tail != NULL)
-			worker.idle_tail->idle_next = c;
-		else
-			worker.idle_head = c;
-		worker.idle_tail = c;
 		worker_conn_idle();
 		return;
 	}
-	if (c->idle_prev != NULL)
-		c->idle_prev->idle_next = c->idle_next;
-	else
-		worker.idle_head = c->idle_next;
-	if (c->idle_next != NULL)
-		c->idle_next->idle_prev = c->idle_prev;
-	else
-		worker.idle_tail = c->idle_prev;
+	if (c->timer == T_IDLE || c->timer == T_QUIT)
+		timer_stop(c);
 }
 
 bool
 conn_reuse_idle(void)
 {
-	if (worker.idle_head == NULL)
+	struct dl_node *n = dl_first(tq[T_IDLE]);
+
+	if (n == NULL)
 		return false;
-	conn_close(worker.idle_head);
+	conn_close(CONN_OF(n));
 	return true;
 }
 
 void
 conn_quit_idle(void)
 {
-	struct conn *c, *next;
-	struct timeval tv;
+	uint64_t now = dl_now(), ka = (uint64_t)worker.cf->keepalive_timeout_ms;
 	uint64_t idle;
+	struct dl_node *n, *next;
+	struct conn *c;
 
-	for (c = worker.idle_head; c != NULL; c = next) {
-		next = c->idle_next;
-		idle = worker.now_ms - c->idle_since_ms;
-		if (idle >= QUIT_IDLE_GRACE_MS) {
+	/* Oldest first: each one's grace ends after the one before it, so
+	 * T_QUIT's queue is appended to in order. */
+	for (n = dl_first(tq[T_IDLE]); n != NULL; n = next) {
+		next = dl_next(tq[T_IDLE], n);
+		c = CONN_OF(n);
+		idle = n->at > now + ka ? 0 : now + ka - n->at;
+		if (idle >= QUIT_IDLE_GRACE_MS)
 			conn_close(c);
-			continue;
-		}
-		tv.tv_sec = 0;
-		tv.tv_usec = (suseconds_t)(QUIT_IDLE_GRACE_MS - idle) * 1000;
-		c->timer = T_IDLE;
-		evtimer_add(&c->tev, &tv);
+		else
+			timer_move(c, T_QUIT, QUIT_IDLE_GRACE_MS - idle);
 	}
 }
 
@@ -480,10 +502,8 @@ conn_drained(struct conn *c)
 		request_end(c);
 	if (c->px != NULL) {
 		/* The proxied response goes on: its upstream times it. */
-		if (c->state != CS_BODY) {
-			evtimer_del(&c->tev);
-			c->timer = T_NONE;
-		}
+		if (c->state != CS_BODY)
+			timer_stop(c);
 		conn_read_on(c);
 		proxy_drained(c->px);
 		return;
@@ -893,8 +913,7 @@ conn_process(struct conn *c)
 				/* The upstream's send timeout runs. */
 				c->rpaused = true;
 				event_del(&c->rev);
-				evtimer_del(&c->tev);
-				c->timer = T_NONE;
+				timer_stop(c);
 				break;
 			}
 			if (rc == HTTP_AGAIN) {
@@ -1192,14 +1211,10 @@ conn_accept(int fd, const struct sockaddr *sa, socklen_t salen,
 	c->rq = &rq_none;
 	format_peer(c, sa);
 	c->lidx = listen_idx;
-	c->all_next = all_conns;
-	if (all_conns != NULL)
-		all_conns->all_prev = c;
-	all_conns = c;
+	dl_append(&untimed, &c->tnode);
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof(on));
 	event_assign(&c->rev, worker.base, fd, EV_READ | EV_PERSIST, read_cb,
 	    c);
-	evtimer_assign(&c->tev, worker.base, timer_cb, c);
 	log_debug("accept %s%s%s:%u on %s",
 	    sa->sa_family == AF_INET6 ? "[" : "", c->peer,
 	    sa->sa_family == AF_INET6 ? "]" : "",
@@ -1313,15 +1328,9 @@ conn_close(struct conn *c)
 	idle_set(c, false);
 	conn_set_busy(c, false);
 	STATS_DEC(conn_active);
-	if (c->all_prev != NULL)
-		c->all_prev->all_next = c->all_next;
-	else
-		all_conns = c->all_next;
-	if (c->all_next != NULL)
-		c->all_next->all_prev = c->all_prev;
+	dl_del(&c->tnode);
 	event_del(&c->rev);
 	wev_free(c);
-	event_del(&c->tev);
 	out_reset(c);
 	if (c->ssl != NULL) {
 		tls_shutdown(c->ssl);
@@ -1338,8 +1347,23 @@ conn_close(struct conn *c)
 void
 conn_close_all(void)
 {
-	while (all_conns != NULL)
-		conn_close(all_conns);
+	struct dl_node *n;
+	int k;
+
+	/* Closing one may move another (a proxy's client) to a queue
+	 * already looked at: start again until all are empty. */
+	for (k = 0; k < T_KINDS; k++) {
+		n = k == T_NONE ? (untimed.next != &untimed ? untimed.next :
+		    NULL) : tq[k] != NULL ? dl_first(tq[k]) : NULL;
+		if (n != NULL) {
+			conn_close(CONN_OF(n));
+			k = -1;
+		}
+	}
+	for (k = 0; k < T_KINDS; k++) {
+		dl_queue_free(tq[k]);
+		tq[k] = NULL;
+	}
 	proxy_free_all();
 	pin_free_all();
 	buf_free_all();

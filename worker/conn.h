@@ -48,9 +48,6 @@ struct worker {
 	char log_time[32];		/* "30/Nov/2026:08:00:00 +0000" */
 	const char *server_line;
 	size_t server_line_len;
-
-	/* Connections waiting between requests, oldest first. */
-	struct conn *idle_head, *idle_tail;
 };
 
 extern struct worker worker;
@@ -63,6 +60,10 @@ void worker_conn_idle(void);
 
 /* Refreshes the cached clock and the Date header if a second has passed. */
 void worker_update_time(void);
+
+/* Sets up the connections' timers; at worker start.  False when out of
+ * memory. */
+bool conn_init(void);
 
 /* Takes over an accepted socket; closes it on failure. */
 void conn_accept(int fd, const struct sockaddr *sa, socklen_t salen,

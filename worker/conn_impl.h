@@ -18,6 +18,7 @@
 
 #include "shm/stats.h"
 #include "shm/store.h"
+#include "worker/deadline.h"
 #include "worker/conn.h"
 #include "worker/http.h"
 #include "worker/log_format.h"
@@ -40,8 +41,11 @@ enum cstate {
 	CS_PROXY,		/* the PROXY protocol header, before all */
 };
 
+/* Each kind but T_NONE is a deadline queue (deadline.h), T_NONE a list,
+ * so that every connection is in one (conn_close_all() finds them there);
+ * T_IDLE's queue is the idle keep-alive connections, oldest first. */
 enum ctimer { T_NONE, T_IDLE, T_HEADER, T_BODY, T_SEND, T_LINGER,
-	T_HANDSHAKE, T_DELAY, T_PROXY };
+	T_HANDSHAKE, T_DELAY, T_PROXY, T_QUIT, T_KINDS };
 
 enum seg_type { SEG_OBUF, SEG_MEM, SEG_FILE };
 
@@ -122,11 +126,8 @@ struct conn {
 	const char *tls_protocol;	/* "TLSv1.3", or NULL: plain */
 	struct event rev;
 	struct event *wev;	/* only while waiting to write */
-	struct event tev;
-	struct conn *idle_prev, *idle_next;
-	bool idle;
-	uint64_t idle_since_ms;
-	struct conn *all_prev, *all_next;	/* every connection, for exit */
+	struct dl_node tnode;	/* in the queue of its timer kind */
+	bool idle;		/* counted as idle (T_IDLE or T_QUIT) */
 
 	char *ibuf;
 	size_t isize, ilen, ipos, scan;

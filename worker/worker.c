@@ -412,7 +412,7 @@ worker_main(const struct runtime *rt, int slot, unsigned gen,
 	accept_evs = calloc(cf->nlisten, sizeof(*accept_evs));
 	listen_fds = calloc(cf->nlisten + 1, sizeof(*listen_fds));
 	if (worker.headers == NULL || worker.fcache == NULL ||
-	    accept_evs == NULL || listen_fds == NULL)
+	    accept_evs == NULL || listen_fds == NULL || !conn_init())
 		fatal("worker init");
 	listen_take(rt, slot);
 	worker_update_time();
