@@ -116,6 +116,23 @@ class KeepAliveTest(CorralTestCase):
             elapsed = time.monotonic() - t0
         self.assertGreater(elapsed, 0.5, 'closed long before the timeout')
 
+    def test_keepalive_timeout_counts_from_the_last_response(self):
+        # Each response starts the idle time again (nginx does the same):
+        # three requests 1.2 s apart outlive a 2 s keepalive_timeout.
+        c = self.start(keepalive_timeout='2s')
+        fs = files(c, 1)
+        with c.connect() as conn:
+            for i in range(3):
+                conn.send(build_request(fs[0][0]))
+                self.assertBody(conn.read_response(), fs[0][1])
+                self.assertFalse(conn.closed_within(1.2),
+                                 'closed 1.2 s after response %d' % i)
+            t0 = time.monotonic()
+            self.assertTrue(conn.closed_within(3.0),
+                            'idle connection still open after 4.2 s')
+            self.assertGreater(time.monotonic() - t0, 0.3,
+                               'closed long before the timeout')
+
     def test_request_in_single_bytes(self):
         c = self.start()
         fs = files(c, 1)
