@@ -164,8 +164,8 @@ gather(const struct conn *c, const struct log_format *f, int status,
 	v->server_name = worker.cf->servers[c->srv].names[0];
 	v->status = status;
 	v->body_bytes = body_bytes;
-	v->request_time_us = worker.now_us > c->req_start_us ?
-	    worker.now_us - c->req_start_us : 0;
+	v->request_time_us = worker.now_us > c->rq->req_start_us ?
+	    worker.now_us - c->rq->req_start_us : 0;
 	v->time_local = worker.log_time;
 	if (log_format_uses(f, LOG_V_time_iso8601))
 		v->time_iso8601 = iso_time();

@@ -483,7 +483,7 @@ conn_linger(struct conn *c)
 		tls_shutdown(c->ssl);
 	shutdown(c->fd, SHUT_WR);
 	c->state = CS_LINGER;
-	c->ilen = c->ipos = 0;
+	c->rq->ilen = c->rq->ipos = 0;
 	wev_del(c);
 	event_add(&c->rev, NULL);
 	conn_timer(c, T_LINGER, worker.cf->lingering_timeout_ms);
@@ -496,27 +496,28 @@ conn_drained(struct conn *c)
 	wev_del(c);
 	if (c->timer == T_DELAY)
 		return;		/* a delayed request goes on later */
-	if (c->px == NULL)
+	if (c->rq->px == NULL)
 		conn_set_busy(c, false);
-	if (c->px == NULL && c->lc_zone >= 0)
+	if (c->rq->px == NULL && c->lc_zone >= 0)
 		request_end(c);
-	if (c->px != NULL) {
+	if (c->rq->px != NULL) {
 		/* The proxied response goes on: its upstream times it. */
 		if (c->state != CS_BODY)
 			timer_stop(c);
 		conn_read_on(c);
-		proxy_drained(c->px);
+		proxy_drained(c->rq->px);
 		return;
 	}
 	if (c->close_after) {
-		if (c->linger || c->ipos < c->ilen || c->state == CS_BODY)
+		if (c->linger || c->rq->ipos < c->rq->ilen ||
+		    c->state == CS_BODY)
 			conn_linger(c);
 		else
 			conn_close(c);
 		return;
 	}
 	rev_add(c);
-	if (c->ipos < c->ilen) {
+	if (c->rq->ipos < c->rq->ilen) {
 		/* Requests that waited behind the full queue. */
 		conn_process(c);
 		return;
@@ -584,7 +585,7 @@ conn_body_resume(struct conn *c)
 void
 conn_proxy_done(struct conn *c)
 {
-	c->px = NULL;
+	c->rq->px = NULL;
 	c->rpaused = false;
 	req_forget(c);
 	if (c->state == CS_BODY)
@@ -598,16 +599,16 @@ conn_proxy_done(struct conn *c)
 void
 conn_proxy_error(struct conn *c, int status)
 {
-	c->px = NULL;
+	c->rq->px = NULL;
 	resp_error(c, status);
-	if (c->px == NULL)	/* else the page's exchange ends it */
+	if (c->rq->px == NULL)	/* else the page's exchange ends it */
 		conn_proxy_done(c);
 }
 
 void
 conn_abort(struct conn *c)
 {
-	c->px = NULL;		/* the proxy let go of it already */
+	c->rq->px = NULL;		/* the proxy let go of it already */
 	conn_close(c);
 }
 
@@ -717,7 +718,7 @@ body_begin(struct conn *c)
 	if (c->rq->body_chunked)
 		http_chunked_init(&c->rq->chunk);
 	if (r->expect_continue && (c->rq->body_left > 0 || c->rq->body_chunked) &&
-	    c->ipos == c->ilen)
+	    c->rq->ipos == c->rq->ilen)
 		obuf_add(c, "HTTP/1.1 100 Continue\r\n\r\n", 25);
 	return true;
 }
@@ -729,31 +730,32 @@ body_begin(struct conn *c)
 static int
 body_consume(struct conn *c)
 {
-	size_t avail = c->ilen - c->ipos, used, data, room;
+	size_t avail = c->rq->ilen - c->rq->ipos, used, data, room;
 	uint64_t max = body_max(c);
-	char *p = c->ibuf + c->ipos;
+	char *p = c->rq->ibuf + c->rq->ipos;
 	int rc;
 
-	if (c->px != NULL) {
+	if (c->rq->px != NULL) {
 		/* Forwarded as it comes, no faster than the upstream takes
 		 * it. */
-		room = proxy_body_room(c->px);
+		room = proxy_body_room(c->rq->px);
 		if (avail > room)
 			avail = room;
 	}
 	if (!c->rq->body_chunked) {
 		used = avail < c->rq->body_left ? avail : (size_t)c->rq->body_left;
 		c->rq->body_left -= used;
-		c->ipos += used;
-		if (c->px != NULL && (used > 0 || c->rq->body_left == 0))
-			proxy_body(c->px, p, used, c->rq->body_left == 0);
+		c->rq->ipos += used;
+		if (c->rq->px != NULL && (used > 0 || c->rq->body_left == 0))
+			proxy_body(c->rq->px, p, used, c->rq->body_left == 0);
 		return c->rq->body_left == 0 ? 0 : HTTP_AGAIN;
 	}
 	used = avail;
 	rc = http_chunked_decode(&c->rq->chunk, p, &used, &data);
-	c->ipos += used;
-	if (c->px != NULL && rc != HTTP_ERROR && (data > 0 || rc == HTTP_OK))
-		proxy_body(c->px, p, data, rc == HTTP_OK);
+	c->rq->ipos += used;
+	if (c->rq->px != NULL && rc != HTTP_ERROR &&
+	    (data > 0 || rc == HTTP_OK))
+		proxy_body(c->rq->px, p, data, rc == HTTP_OK);
 	c->rq->body_seen += data;
 	if (rc == HTTP_ERROR) {
 		log_info("client %s: bad chunked body", c->peer);
@@ -786,11 +788,11 @@ parse_one(struct conn *c)
 	enum route_action act;
 	ssize_t n;
 
-	if (c->scan == 0)
-		c->req_start_us = worker.now_us;
-	n = http_parse_request(r, c->ibuf + c->ipos, c->ilen - c->ipos,
-	    &c->scan, worker.headers, worker.cf->max_headers,
-	    &worker.limits);
+	if (c->rq->scan == 0)
+		c->rq->req_start_us = worker.now_us;
+	n = http_parse_request(r, c->rq->ibuf + c->rq->ipos,
+	    c->rq->ilen - c->rq->ipos, &c->rq->scan, worker.headers,
+	    worker.cf->max_headers, &worker.limits);
 	if (n == HTTP_AGAIN) {
 		idle_set(c, false);
 		conn_timer(c, T_HEADER, worker.cf->header_timeout_ms);
@@ -798,11 +800,11 @@ parse_one(struct conn *c)
 	}
 	c->head = false;
 	if (n == HTTP_ERROR && c->nreq == 0 &&
-	    (unsigned char)c->ibuf[c->ipos] == TLS_RECORD_HANDSHAKE) {
+	    (unsigned char)c->rq->ibuf[c->rq->ipos] == TLS_RECORD_HANDSHAKE) {
 		/* An HTTP error page means nothing to a TLS client. */
 		log_info("client %s sent a TLS handshake to a plain HTTP "
 		    "port", c->peer);
-		c->ipos = c->ilen;
+		c->rq->ipos = c->rq->ilen;
 		c->close_after = true;
 		return false;
 	}
@@ -820,8 +822,8 @@ parse_one(struct conn *c)
 	c->nreq++;
 	c->keepalive = keepalive_allowed(c);
 	c->head = r->method == HTTP_M_HEAD;
-	c->ipos += (size_t)n;
-	c->scan = 0;
+	c->rq->ipos += (size_t)n;
+	c->rq->scan = 0;
 	c->srv = request_server(r->host, c->lidx);
 	real_ip(c);
 	c->limits_passed = false;
@@ -854,7 +856,7 @@ request_go(struct conn *c, enum route_action act)
 		mc_http_serve(c, c->loc);
 		answered = true;
 	} else if (act == ROUTE_PROXY) {
-		rc = proxy_start(c, c->loc, &c->px);
+		rc = proxy_start(c, c->loc, &c->rq->px);
 		if (rc < 0) {
 			c->keepalive = false;
 			resp_error(c, 502);
@@ -867,9 +869,9 @@ request_go(struct conn *c, enum route_action act)
 		 * bad body gets its own status, as nginx does. */
 		rc = body_consume(c);
 		if (rc > 0) {
-			if (c->px != NULL) {
-				proxy_cancel(c->px);
-				c->px = NULL;
+			if (c->rq->px != NULL) {
+				proxy_cancel(c->rq->px);
+				c->rq->px = NULL;
 			}
 			resp_error(c, rc);
 			return false;
@@ -877,7 +879,7 @@ request_go(struct conn *c, enum route_action act)
 		if (rc == HTTP_AGAIN)
 			c->state = CS_BODY;
 	}
-	if (c->px == NULL && !answered)
+	if (c->rq->px == NULL && !answered)
 		request_handle(c);
 	return true;
 }
@@ -886,9 +888,9 @@ request_go(struct conn *c, enum route_action act)
 static void
 body_failed(struct conn *c, int status)
 {
-	struct proxy *px = c->px;
+	struct proxy *px = c->rq->px;
 
-	c->px = NULL;
+	c->rq->px = NULL;
 	c->keepalive = false;
 	c->linger = true;
 	if (px != NULL && !proxy_cancel(px)) {
@@ -905,11 +907,11 @@ conn_process(struct conn *c)
 {
 	int rc;
 
-	while (!c->close_after || (c->px != NULL && c->state == CS_BODY)) {
+	while (!c->close_after || (c->rq->px != NULL && c->state == CS_BODY)) {
 		if (c->state == CS_BODY) {
 			rc = body_consume(c);
-			if (rc == HTTP_AGAIN && c->px != NULL &&
-			    proxy_body_room(c->px) == 0) {
+			if (rc == HTTP_AGAIN && c->rq->px != NULL &&
+			    proxy_body_room(c->rq->px) == 0) {
 				/* The upstream's send timeout runs. */
 				c->rpaused = true;
 				event_del(&c->rev);
@@ -928,23 +930,23 @@ conn_process(struct conn *c)
 			c->state = CS_HEADER;
 			continue;
 		}
-		if (c->px != NULL || c->close_after)
+		if (c->rq->px != NULL || c->close_after)
 			break;		/* pipelined requests wait */
 		if (c->stail + OSEG_RESERVE > OSEG_MAX ||
 		    c->opending > OUT_HIGH)
 			break;
-		if (c->ipos == c->ilen)
+		if (c->rq->ipos == c->rq->ilen)
 			break;
 		if (!parse_one(c))
 			break;
 	}
-	if (c->ipos == c->ilen)
-		c->ipos = c->ilen = 0;
+	if (c->rq->ipos == c->rq->ilen)
+		c->rq->ipos = c->rq->ilen = 0;
 	if (c->shead != c->stail)
 		conn_write(c);
 	else if (c->close_after)
 		conn_drained(c);
-	else if (c->state == CS_HEADER && c->ilen == 0)
+	else if (c->state == CS_HEADER && c->rq->ilen == 0)
 		conn_drained(c);
 	else if (c->ssl != NULL && tls_pending(c->ssl) &&
 	    event_pending(&c->rev, EV_READ, NULL))
@@ -978,17 +980,16 @@ conn_recv(struct conn *c, void *buf, size_t len)
 static void
 ibuf_release(struct conn *c)
 {
-	if (c->ibuf == NULL || c->ipos != c->ilen)
+	struct conn_rq *rq = c->rq;
+
+	if (rq->ibuf == NULL || rq->ipos != rq->ilen)
 		return;
-	if (c->isize == IBUF_INIT)
-		buf_put(BUF_IN, c->ibuf);
+	if (rq->isize == IBUF_INIT)
+		buf_put(BUF_IN, rq->ibuf);
 	else
-		free(c->ibuf);
-	c->ibuf = NULL;
-	if (c->rq != &rq_none)
-		buf_put(BUF_RQ, c->rq);
+		free(rq->ibuf);
+	buf_put(BUF_RQ, rq);
 	c->rq = &rq_none;
-	c->isize = c->ilen = c->ipos = c->scan = 0;
 }
 
 /*
@@ -1002,47 +1003,48 @@ ibuf_room(struct conn *c)
 	struct conn_rq *rq;
 	char *p;
 
-	if (c->ibuf == NULL) {
-		if ((c->ibuf = buf_get(BUF_IN)) == NULL) {
-			log_at(L_ERROR, errno, "input buffer");
-			return false;
-		}
+	if (c->rq->ibuf == NULL) {
+		/* c->rq is rq_none: the buffer comes with a request's state. */
 		if ((rq = buf_get(BUF_RQ)) == NULL) {
 			log_at(L_ERROR, errno, "request");
-			buf_put(BUF_IN, c->ibuf);
-			c->ibuf = NULL;
 			return false;
 		}
 		memset(rq, 0, sizeof(*rq));
+		if ((rq->ibuf = buf_get(BUF_IN)) == NULL) {
+			log_at(L_ERROR, errno, "input buffer");
+			buf_put(BUF_RQ, rq);
+			return false;
+		}
+		rq->isize = IBUF_INIT;
 		c->rq = rq;
-		c->isize = IBUF_INIT;
 	}
-	if (c->ilen < c->isize)
+	if (c->rq->ilen < c->rq->isize)
 		return true;
-	if (c->ipos > 0) {
-		memmove(c->ibuf, c->ibuf + c->ipos, c->ilen - c->ipos);
-		c->ilen -= c->ipos;
-		c->ipos = 0;
+	if (c->rq->ipos > 0) {
+		memmove(c->rq->ibuf, c->rq->ibuf + c->rq->ipos,
+		    c->rq->ilen - c->rq->ipos);
+		c->rq->ilen -= c->rq->ipos;
+		c->rq->ipos = 0;
 		return true;
 	}
-	if (c->isize >= max)
+	if (c->rq->isize >= max)
 		return false;
-	size = c->isize * 2 < max ? c->isize * 2 : max;
-	if (c->isize == IBUF_INIT) {
+	size = c->rq->isize * 2 < max ? c->rq->isize * 2 : max;
+	if (c->rq->isize == IBUF_INIT) {
 		p = malloc(size);
 		if (p != NULL) {
-			memcpy(p, c->ibuf, c->ilen);
-			buf_put(BUF_IN, c->ibuf);
+			memcpy(p, c->rq->ibuf, c->rq->ilen);
+			buf_put(BUF_IN, c->rq->ibuf);
 		}
 	} else {
-		p = realloc(c->ibuf, size);
+		p = realloc(c->rq->ibuf, size);
 	}
 	if (p == NULL) {
 		log_at(L_ERROR, errno, "input buffer");
 		return false;
 	}
-	c->ibuf = p;
-	c->isize = size;
+	c->rq->ibuf = p;
+	c->rq->isize = size;
 	return true;
 }
 
@@ -1067,24 +1069,24 @@ read_cb(evutil_socket_t fd, short what, void *arg)
 			conn_close(c);
 		return;
 	}
-	if (!ibuf_room(c) && c->px != NULL) {
+	if (!ibuf_room(c) && c->rq->px != NULL) {
 		/* Requests pipelined behind a proxied one fill the buffer;
 		 * they are read once the response is done. */
 		c->rpaused = true;
 		event_del(&c->rev);
 		return;
 	}
-	if (c->isize - c->ilen == 0) {
+	if (c->rq->isize - c->rq->ilen == 0) {
 		/* A full buffer always holds a complete header or is over
 		 * the limit, which the parser reports; we never get here
 		 * unless memory ran out (or the buffer could not be had). */
 		conn_close(c);
 		return;
 	}
-	n = conn_recv(c, c->ibuf + c->ilen, c->isize - c->ilen);
+	n = conn_recv(c, c->rq->ibuf + c->rq->ilen, c->rq->isize - c->rq->ilen);
 	if (n > 0) {
 		STATS_ADD(bytes_in, n);
-		c->ilen += (size_t)n;
+		c->rq->ilen += (size_t)n;
 		conn_process(c);
 		return;
 	}
@@ -1092,7 +1094,7 @@ read_cb(evutil_socket_t fd, short what, void *arg)
 		return;
 	if (n < 0 && errno != ECONNRESET)
 		log_at(L_INFO, errno, "recv from %s", c->peer);
-	else if (n == 0 && c->ilen > c->ipos)
+	else if (n == 0 && c->rq->ilen > c->rq->ipos)
 		log_info("client %s closed the connection mid-request",
 		    c->peer);
 	conn_close(c);
@@ -1113,9 +1115,8 @@ format_peer(struct conn *c, const struct sockaddr *sa)
 		strcpy(c->peer, "?");
 	/* sin_port and sin6_port share their place. */
 	c->peer_port = ntohs(((const struct sockaddr_in *)sa)->sin_port);
-	c->conn_family = c->peer_family = sa->sa_family;
+	c->conn_family = sa->sa_family;
 	memcpy(c->conn_addr, addr, sa->sa_family == AF_INET6 ? 16 : 4);
-	memcpy(c->peer_addr, c->conn_addr, sizeof(c->peer_addr));
 }
 
 static bool
@@ -1153,8 +1154,6 @@ real_ip(struct conn *c)
 		if (inet_ntop(c->conn_family, c->conn_addr, c->peer,
 		    sizeof(c->peer)) == NULL)
 			strcpy(c->peer, "?");
-		c->peer_family = c->conn_family;
-		memcpy(c->peer_addr, c->conn_addr, sizeof(c->peer_addr));
 		c->peer_real = false;
 	}
 	c->via_trusted = cf->nreal_ip_from > 0 &&
@@ -1183,9 +1182,9 @@ real_ip(struct conn *c)
 	    (const void *)&((const struct sockaddr_in *)&ss)->sin_addr;
 	if (inet_ntop(ss.ss_family, a, c->peer, sizeof(c->peer)) == NULL)
 		return;
-	c->peer_family = ss.ss_family;
-	memset(c->peer_addr, 0, sizeof(c->peer_addr));
-	memcpy(c->peer_addr, a, ss.ss_family == AF_INET6 ? 16 : 4);
+	c->rq->peer_family = ss.ss_family;
+	memset(c->rq->peer_addr, 0, sizeof(c->rq->peer_addr));
+	memcpy(c->rq->peer_addr, a, ss.ss_family == AF_INET6 ? 16 : 4);
 	c->peer_real = true;
 }
 
@@ -1258,8 +1257,10 @@ conn_start(struct conn *c)
  * peer of such an address is trusted to say it (real_ip_from then applies
  * to the client it names).  The header is peeked, then only its bytes are
  * taken from the socket, so what follows (a request, or TLS) stays there;
- * a header split over reads is kept in c->pp, all of it header bytes.
+ * a header split over reads is kept in the input buffer, all of it
+ * header bytes (its first size holds the longest header we take).
  */
+_Static_assert(PP_V2_MAX <= IBUF_INIT, "a PROXY header fits the buffer");
 static void
 pp_read(struct conn *c)
 {
@@ -1267,12 +1268,12 @@ pp_read(struct conn *c)
 	const char *why = NULL;
 	ssize_t n, hl;
 
-	if (c->pp == NULL && (c->pp = malloc(PP_V2_MAX)) == NULL) {
-		log_at(L_ERROR, errno, "PROXY protocol header");
+	if (c->rq->ibuf == NULL && !ibuf_room(c)) {
 		conn_close(c);
 		return;
 	}
-	n = recv(c->fd, c->pp + c->pplen, PP_V2_MAX - c->pplen, MSG_PEEK);
+	n = recv(c->fd, c->rq->ibuf + c->rq->ilen, PP_V2_MAX - c->rq->ilen,
+	    MSG_PEEK);
 	if (n < 0 && (errno == EAGAIN || errno == EINTR))
 		return;
 	if (n <= 0) {
@@ -1281,8 +1282,9 @@ pp_read(struct conn *c)
 		conn_close(c);
 		return;
 	}
-	hl = proxy_protocol_parse(c->pp, c->pplen + (size_t)n, &h, &why);
-	if (hl == PP_AGAIN && c->pplen + (size_t)n == PP_V2_MAX)
+	hl = proxy_protocol_parse(c->rq->ibuf, c->rq->ilen + (size_t)n, &h,
+	    &why);
+	if (hl == PP_AGAIN && c->rq->ilen + (size_t)n == PP_V2_MAX)
 		why = "header too long";
 	if (hl < 0 || why != NULL) {
 		log_info("client %s: bad PROXY protocol header on %s: %s",
@@ -1292,17 +1294,15 @@ pp_read(struct conn *c)
 		return;
 	}
 	/* Take the header's bytes (all of them so far, when incomplete). */
-	n = hl == PP_AGAIN ? n : hl - (ssize_t)c->pplen;
-	if (recv(c->fd, c->pp + c->pplen, (size_t)n, 0) != n) {
+	n = hl == PP_AGAIN ? n : hl - (ssize_t)c->rq->ilen;
+	if (recv(c->fd, c->rq->ibuf + c->rq->ilen, (size_t)n, 0) != n) {
 		conn_close(c);
 		return;
 	}
-	c->pplen += (size_t)n;
+	c->rq->ilen += (size_t)n;
 	if (hl == PP_AGAIN)
 		return;
-	free(c->pp);
-	c->pp = NULL;
-	c->pplen = 0;
+	c->rq->ilen = 0;
 	if (!h.local && (h.src.ss_family == AF_INET ||
 	    h.src.ss_family == AF_INET6)) {
 		format_peer(c, (const struct sockaddr *)&h.src);
@@ -1316,13 +1316,11 @@ pp_read(struct conn *c)
 static void
 conn_close(struct conn *c)
 {
-	struct proxy *px = c->px;
+	struct proxy *px = c->rq->px;
 
-	c->px = NULL;
+	c->rq->px = NULL;
 	if (px != NULL)
 		proxy_cancel(px);
-	free(c->pp);
-	c->pp = NULL;
 	if (c->lc_zone >= 0)
 		request_end(c);
 	idle_set(c, false);
@@ -1338,7 +1336,7 @@ conn_close(struct conn *c)
 	}
 	out_release(c);
 	close(c->fd);
-	c->ipos = c->ilen;
+	c->rq->ipos = c->rq->ilen;
 	ibuf_release(c);
 	free(c);
 	worker_conn_closed();

@@ -85,28 +85,61 @@ struct conn_log {
 };
 
 /*
- * What a connection holds only while it has a request: lent with the
- * input buffer and given back with it (bufpool.c), so that an idle
- * keep-alive connection does not carry it.  A connection without one
- * points at an empty, shared one that nothing writes but zeros.
+ * What a connection holds only while it has a request: its input buffer
+ * and the request's state, lent together and given back together
+ * (bufpool.c), so that an idle keep-alive connection does not carry them.
+ * A connection without one points at an empty, shared one (no input
+ * buffer) that nothing writes but zeros.
  */
 struct conn_rq {
+	/* The input; CS_PROXY: the PROXY protocol header's bytes so far. */
+	char *ibuf;
+	size_t isize, ilen, ipos, scan;
 	struct http_request req;
 	struct http_chunked chunk;
 	struct conn_log log;
 	struct store_ref lc_ref;	/* limit_conn: the pin that counts it
 					   (conn.lc_zone >= 0) */
+	struct proxy *px;	/* a proxied response is in flight */
+	uint64_t req_start_us;	/* when the request's first byte came */
+	unsigned char peer_addr[16];	/* the client a trusted proxy named */
 	uint64_t body_left;
 	uint64_t body_seen;
 	bool body_chunked;
+	uint8_t peer_family;	/* of peer_addr; 0: none */
 };
 
+/*
+ * What every connection holds, busy or idle, ordered by size so that
+ * nothing is padding: an idle keep-alive connection costs its malloc()
+ * chunk of this, its read event's file descriptor slot in libevent, and
+ * nothing else (see struct conn_rq and bufpool.c for the rest).
+ */
 struct conn {
+	struct event rev;
+	struct dl_node tnode;	/* in the queue of its timer kind */
+	struct event *wev;	/* only while waiting to write */
+	struct ssl_st *ssl;	/* NULL: plain HTTP */
+	struct conn_rq *rq;	/* never NULL (see struct conn_rq) */
+	const char *tls_protocol;	/* "TLSv1.3", or NULL: plain */
+	uint64_t serial;	/* this worker's connection number */
+	const struct config_location *loc;	/* of the current request */
+
+	struct oseg *segs;	/* OSEG_MAX of them, or NULL when idle */
+	char *obuf;
+	size_t osize, olen;
+	size_t opending;
+	unsigned shead, stail;
+
 	int fd;
-	char *pp;		/* CS_PROXY: the header's bytes so far */
-	size_t pplen;
-	enum cstate state;
-	enum ctimer timer;
+	int lidx;		/* the listen entry it came in on */
+	unsigned srv;		/* the server block of the request */
+	unsigned nreq;
+	int resp_status;	/* of the response being built */
+	int lc_zone;		/* limit_conn held in this zone, or -1 */
+	uint16_t peer_port;
+	uint8_t state;		/* enum cstate */
+	uint8_t timer;		/* enum ctimer */
 	bool close_after;	/* close once the output is written */
 	bool linger;		/* and drain the input first */
 	bool keepalive;		/* the current request allows it */
@@ -114,48 +147,35 @@ struct conn {
 	bool broken;		/* out of memory building a response */
 	bool rpaused;		/* not reading: the proxy is full */
 	bool busy;		/* counted as writing a response */
+	bool idle;		/* counted as idle (T_IDLE or T_QUIT) */
 	bool ktls;		/* files go out with SSL_sendfile */
 	bool tls_rwant_w;	/* a TLS read waits for writability */
 	bool tls_wwant_r;	/* a TLS write waits for readability */
 	bool io_failed;		/* no memory for an event: close */
-	struct ssl_st *ssl;	/* NULL: plain HTTP */
-	unsigned nreq;
-	uint64_t req_start_us;	/* when the request's first byte came */
-	uint64_t serial;	/* this worker's connection number */
-	struct conn_rq *rq;	/* never NULL (see struct conn_rq) */
-	const char *tls_protocol;	/* "TLSv1.3", or NULL: plain */
-	struct event rev;
-	struct event *wev;	/* only while waiting to write */
-	struct dl_node tnode;	/* in the queue of its timer kind */
-	bool idle;		/* counted as idle (T_IDLE or T_QUIT) */
-
-	char *ibuf;
-	size_t isize, ilen, ipos, scan;
-
-	size_t srv;
-	const struct config_location *loc;	/* of the current request */
-	int resp_status;	/* of the response being built */
 	bool in_error_page;	/* serving an error_page: no other one */
 	bool limits_passed;	/* limit_req let it through (delayed) */
-	int lc_zone;		/* limit_conn held in this zone, or -1 */
-	struct proxy *px;	/* a proxied response is in flight */
-
-	struct oseg *segs;	/* OSEG_MAX of them, or NULL when idle */
-	unsigned shead, stail;
-	char *obuf;
-	size_t osize, olen;
-	size_t opending;
-
-	char peer[INET6_ADDRSTRLEN + 8];
-	uint16_t peer_port;
-	int lidx;		/* the listen entry it came in on */
-	int peer_family;	/* the client: the connection's peer, or */
-	unsigned char peer_addr[16];	/* who a trusted proxy names */
 	bool via_trusted;	/* the connection's peer is in real_ip_from */
-	bool peer_real;		/* peer names the client behind it */
-	int conn_family;	/* the connection's own peer */
+	bool peer_real;		/* peer names the client behind it (in
+				   rq->peer_addr) */
+	uint8_t conn_family;	/* the connection's own peer */
 	unsigned char conn_addr[16];
+	char peer[INET6_ADDRSTRLEN];	/* the client as text */
 };
+
+/* The client: the connection's peer, or who a trusted proxy named. */
+static inline int
+conn_client_family(const struct conn *c)
+{
+	return c->peer_real && c->rq->peer_family != 0 ? c->rq->peer_family :
+	    c->conn_family;
+}
+
+static inline const unsigned char *
+conn_client_addr(const struct conn *c)
+{
+	return c->peer_real && c->rq->peer_family != 0 ? c->rq->peer_addr :
+	    c->conn_addr;
+}
 
 /*
  * bufpool.c: the buffers a connection holds only while it is busy.  The

@@ -13,7 +13,7 @@
 
 struct dl_queue {
 	struct dl_node list;		/* next: the head; prev: the tail */
-	uint64_t armed;			/* the timer's deadline; 0: not set */
+	uint64_t armed;		/* the timer's deadline; 0: not set */
 	dl_fire_fn *fire;
 	struct event *ev;
 };

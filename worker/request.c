@@ -393,7 +393,7 @@ run_access(struct conn *c, const struct config_location *l)
 		route_error(st);
 		return ROUTE_ANSWER;
 	}
-	if (!acl_allows(l, c->peer_family, c->peer_addr)) {
+	if (!acl_allows(l, conn_client_family(c), conn_client_addr(c))) {
 		log_info("client %s: access forbidden by rule", c->peer);
 		route_error(403);
 		return ROUTE_ANSWER;
@@ -731,11 +731,11 @@ error_to_named(struct conn *c, const struct config_server *s,
 	    pl->status || pl->memcached_local)
 		return false;
 	if (pl->upstream >= 0) {
-		if (c->px != NULL || r->content_length > 0 || r->chunked ||
+		if (c->rq->px != NULL || r->content_length > 0 || r->chunked ||
 		    (r->method != HTTP_M_GET && r->method != HTTP_M_HEAD))
 			return false;
 		c->loc = pl;
-		return proxy_start(c, pl, &c->px) >= 0;
+		return proxy_start(c, pl, &c->rq->px) >= 0;
 	}
 	n = map_path(c, pl, rt.uri, rt.urilen, rel, sizeof(rel));
 	if (n < 0 || static_probe(pl, rel, (size_t)n) != 1)

@@ -32,8 +32,8 @@ status_count(const struct conn *c, int status, uint64_t body_bytes)
 
 	STATS_INC(requests);
 	STATS_INC_AT(method_other, m);
-	stats_hist_add(stats_me.req_time, worker.now_us > c->req_start_us ?
-	    worker.now_us - c->req_start_us : 0);
+	stats_hist_add(stats_me.req_time, worker.now_us > c->rq->req_start_us ?
+	    worker.now_us - c->rq->req_start_us : 0);
 	srv = stats_me.srv + worker.rt->server_row[c->srv] * STATS_NSERVER;
 	srv[STAT_srv_requests]++;
 	srv[STAT_srv_bytes_out] += body_bytes;
