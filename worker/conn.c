@@ -9,13 +9,15 @@
  * make us buffer without bound.
  *
  * Deadlines are absolute: a request header must arrive within
- * header_timeout of its first byte however slowly it trickles in.
+ * header_timeout of its first byte however slowly it trickles in.  They
+ * are deadline queues (deadline.h), one per kind of timeout, not a timer
+ * in each connection.
  *
  * An idle keep-alive connection holds no buffer: the input buffer (and
  * with it the request's state, struct conn_rq) is taken when the socket
  * becomes readable, both buffers go back to the worker's free lists
  * (bufpool.c) when the connection goes idle, and the write event exists
- * only while output waits, so an idle client costs about 650 bytes.
+ * only while output waits, so an idle client costs about 370 bytes.
  */
 #include <arpa/inet.h>
 #include <errno.h>
