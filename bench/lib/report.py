@@ -223,6 +223,8 @@ TARGETS = (
            "alone's + 10 ms", "see left", _stampede),
     vs("fastcgi", "php-uncached", "FastCGI PHP page through php-fpm, "
        "CPU/request", "nginx", 0.7),
+    vs("fastcgi", "php-uncached", "FastCGI PHP page through php-fpm, "
+       "CPU/request vs the FastCGI floor", "floor", 1.15, "the floor"),
     vs("fastcgi", "php-cached", "FastCGI PHP page from the cache, "
        "CPU/request", "nginx", 0.5),
     vs("tls", "hs-full-ec", "TLS full handshake, ECDSA P-256, CPU",

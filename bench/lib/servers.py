@@ -444,6 +444,29 @@ class Relay(Server):
                      str(origin_port)], self.ctx.server_cpus, "relay: ")
 
 
+class FcgiRelay(Server):
+    """bench/fcgi_relay, the FastCGI floor: for each request one FastCGI
+    request built at start (corral's default parameters) sent on a
+    kept-alive php-fpm connection, the STDOUT records read to
+    END_REQUEST, the answer written back with one writev.  Its row is
+    named floor, like the other floors."""
+
+    name = "floor"
+
+    def __init__(self, ctx, path):
+        super().__init__(ctx, path)
+        self.conf = "fcgi_relay"
+
+    def version(self):
+        return "bench/fcgi_relay"
+
+    def start(self, suite, socket_path, root, uri, keepalive):
+        self.prepare(suite)
+        self.launch([self.path, "-k", str(keepalive), str(self.port),
+                     socket_path, root, uri], self.ctx.server_cpus,
+                    "fcgi_relay: ")
+
+
 def bench_tool(ctx, suite, name, what):
     """The path of bench/NAME (built with corral, or beside the binary
     under test), or None with a note that what is left out."""
@@ -467,6 +490,23 @@ def start_relay(ctx, suite, origin_port, keepalive):
     relay = Relay(ctx, path)
     try:
         relay.start(suite, origin_port, keepalive)
+    except (OSError, ServerFailed) as e:
+        ctx.note("%s: floor: %s" % (suite, e))
+        relay.stop()
+        return None
+    ctx.running.append(relay)
+    return relay
+
+
+def start_fcgi_relay(ctx, suite, socket_path, root, uri, keepalive):
+    """The FastCGI floor in front of php-fpm for uri; None (with a note)
+    when it cannot run."""
+    path = bench_tool(ctx, suite, "fcgi_relay", "the floor row is")
+    if path is None:
+        return None
+    relay = FcgiRelay(ctx, path)
+    try:
+        relay.start(suite, socket_path, root, uri, keepalive)
     except (OSError, ServerFailed) as e:
         ctx.note("%s: floor: %s" % (suite, e))
         relay.stop()

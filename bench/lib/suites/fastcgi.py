@@ -20,7 +20,8 @@ import os
 
 import procstat
 from load import Case, Wrk, measure
-from servers import PhpFpm, ServerFailed, start_all, stop_all
+from servers import (PhpFpm, ServerFailed, start_all, start_fcgi_relay,
+                     stop_all)
 
 NAME = "fastcgi"
 
@@ -137,6 +138,7 @@ def run(ctx):
     running = start_all(ctx, NAME, {"FPM_SOCKET": fpm.socket, "ROOT": root,
                                     "KEEPALIVE": CONNECTIONS})
     out = []
+    floors = []
     try:
         for key, title, path in CASES:
             case = Case(NAME, key, title, "wrk, %d connections; php-fpm "
@@ -172,7 +174,39 @@ def run(ctx):
                             r.errors, r.requests)))
                 else:
                     ctx.passed += 1
+                    if key == "php-uncached":
+                        floors += _floor(ctx, case, fpm, root, key, path)
             out.append(case)
         return out
     finally:
-        stop_all(ctx, running + [fpm])
+        stop_all(ctx, running + floors + [fpm])
+
+
+def _floor(ctx, case, fpm, root, key, path):
+    """The floor's row for the uncached page: bench/fcgi_relay, which
+    sends one FastCGI request built at start on a kept php-fpm
+    connection and writes the answer back, nothing else."""
+    if ctx.smoke:
+        return []
+    relay = start_fcgi_relay(ctx, NAME, fpm.socket, root, path,
+                             CONNECTIONS)
+    if relay is None:
+        return []
+    why = _check(relay, key, path, root)
+    if why:
+        ctx.note("%s: floor: %s" % (NAME, why))
+        stop_all(ctx, [relay])
+        return []
+    before = procstat.cpu_ticks(fpm.pid)
+    r = measure(ctx, relay, Wrk("wrk", connections=CONNECTIONS), path)
+    fpm_ticks = procstat.cpu_ticks(fpm.pid) - before
+    if r.requests:
+        r.note = "; ".join(([r.note] if r.note else []) + [
+            "php-fpm %.1f µs/req" % (procstat.ticks_to_us(fpm_ticks) /
+                                     r.requests)])
+    case.results.append(r)
+    ctx.progress(case, r)
+    # Its connections hold php-fpm children (one each while kept): let
+    # them go before the next server's run.
+    stop_all(ctx, [relay])
+    return []
