@@ -137,34 +137,54 @@ conn_via_trusted(const struct conn *c)
 bool
 conn_local(const struct conn *c, char *addr, size_t size, unsigned *port)
 {
-	/* The last connection asked about: requests that follow on it
-	 * cost no system call. */
-	static struct sockaddr_storage ss;
-	static uint64_t ss_serial;
+	/* The last address formatted, and whose it is: a listen entry's
+	 * own (every request on it), or a wildcard listen's connection (the
+	 * requests that follow on it); so neither a system call nor
+	 * inet_ntop per request. */
+	static char text[INET6_ADDRSTRLEN];
+	static size_t text_len;
+	static unsigned text_port;
+	static const struct config *text_cf;
+	static int text_lidx = -1;
+	static uint64_t text_serial;
+	struct sockaddr_storage ss;
 	const struct config_listen *l = &worker.cf->listen[c->lidx];
 	const struct sockaddr *sa = (const struct sockaddr *)&l->addr;
 	socklen_t len = sizeof(ss);
+	bool wild;
 	const void *a;
 
 	/* A wildcard listen says nothing: ask the socket. */
-	if ((sa->sa_family == AF_INET &&
+	wild = (sa->sa_family == AF_INET &&
 	    ((const struct sockaddr_in *)sa)->sin_addr.s_addr == INADDR_ANY) ||
 	    (sa->sa_family == AF_INET6 && IN6_IS_ADDR_UNSPECIFIED(
-	    &((const struct sockaddr_in6 *)sa)->sin6_addr))) {
-		if (ss_serial != c->serial) {
-			ss_serial = 0;
+	    &((const struct sockaddr_in6 *)sa)->sin6_addr));
+	if (text_cf != worker.cf || text_lidx != c->lidx ||
+	    (wild && text_serial != c->serial)) {
+		text_cf = NULL;
+		if (wild) {
 			if (getsockname(c->fd, (struct sockaddr *)&ss,
 			    &len) == -1)
 				return false;
-			ss_serial = c->serial;
+			sa = (const struct sockaddr *)&ss;
 		}
-		sa = (const struct sockaddr *)&ss;
+		a = sa->sa_family == AF_INET6 ?
+		    (const void *)&((const struct sockaddr_in6 *)sa)->
+		    sin6_addr :
+		    (const void *)&((const struct sockaddr_in *)sa)->sin_addr;
+		if (inet_ntop(sa->sa_family, a, text, sizeof(text)) == NULL)
+			return false;
+		text_len = strlen(text);
+		text_port = ntohs(((const struct sockaddr_in *)sa)->sin_port);
+		text_cf = worker.cf;
+		text_lidx = c->lidx;
+		text_serial = c->serial;
 	}
-	a = sa->sa_family == AF_INET6 ?
-	    (const void *)&((const struct sockaddr_in6 *)sa)->sin6_addr :
-	    (const void *)&((const struct sockaddr_in *)sa)->sin_addr;
-	*port = ntohs(((const struct sockaddr_in *)sa)->sin_port);
-	return inet_ntop(sa->sa_family, a, addr, (socklen_t)size) != NULL;
+	if (text_len >= size)
+		return false;
+	memcpy(addr, text, text_len + 1);
+	*port = text_port;
+	return true;
 }
 
 bool
