@@ -341,6 +341,40 @@ check_room(params_fn fn, size_t cap)
 	free(ref);
 }
 
+/* A short pair next to a record filled to 65530 bytes: one that fits
+ * the 5 bytes left goes in it, a longer one starts the next record. */
+static size_t tail_len;
+
+static void
+near_full(struct fcgi_params *w)
+{
+	struct span v = { big, 65524 }, t = { "xyz", tail_len };
+
+	cr_assert(fcgi_params_add(w, "A", 1, false, &v, 1));
+	cr_assert(fcgi_params_add(w, "B", 1, false, &t, 1));
+}
+
+Test(fcgi, params_short_pair_at_a_record_end)
+{
+	struct decoded d;
+	size_t len;
+	char *buf;
+
+	memset(big, 'y', sizeof(big));
+	for (tail_len = 2; tail_len <= 3; tail_len++) {
+		buf = build_params(near_full, &len);
+		decode_params(buf, len, &d);
+		cr_assert(d.ended);
+		cr_assert_eq(d.npairs, 2);
+		cr_assert_eq(d.nrecs, tail_len == 2 ? 1 : 2);
+		cr_assert_eq(d.pairs[1].first_rec, d.pairs[1].last_rec);
+		cr_assert_eq(d.pairs[1].vlen, tail_len);
+		cr_assert_eq(memcmp(d.pairs[1].value, "xyz", tail_len), 0);
+		free_decoded(&d);
+		free(buf);
+	}
+}
+
 Test(fcgi, params_room)
 {
 	size_t full;
