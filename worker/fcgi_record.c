@@ -195,39 +195,12 @@ add_whole(struct fcgi_params *w, const unsigned char *lens, size_t size,
 }
 
 bool
-fcgi_params_add(struct fcgi_params *w, const char *name, size_t nlen,
+fcgi_params_add_any(struct fcgi_params *w, const char *name, size_t nlen,
     bool http, const struct span *value, size_t nv)
 {
 	unsigned char lens[8];
 	size_t i, vlen = 0, flen = nlen + (http ? 5 : 0), size;
-	char *d;
 
-	/* The usual pair (a parameter's name, a value in one or two
-	 * pieces, both lengths in a byte) going into the open record with
-	 * room to spare: written without the general path's steps. */
-	if (!http && w->open && w->out != NULL && nlen < 128 &&
-	    (nv == 1 || nv == 2)) {
-		vlen = value[0].len + (nv == 2 ? value[1].len : 0);
-		size = 2 + nlen + vlen;
-		if (vlen < 128 && w->clen + size <= FCGI_MAX_CONTENT &&
-		    w->len <= w->cap && size <= w->cap - w->len) {
-			d = w->out + w->len;
-			d[0] = (char)nlen;
-			d[1] = (char)vlen;
-			memcpy(d + 2, name, nlen);
-			d += 2 + nlen;
-			/* An empty piece may have no pointer. */
-			if (value[0].len > 0)
-				memcpy(d, value[0].p, value[0].len);
-			if (nv == 2 && value[1].len > 0)
-				memcpy(d + value[0].len, value[1].p,
-				    value[1].len);
-			w->len += size;
-			w->clen += size;
-			return true;
-		}
-		vlen = 0;
-	}
 	for (i = 0; i < nv; i++) {
 		if (value[i].len > FCGI_PAIR_MAX - vlen)
 			return false;
