@@ -136,7 +136,8 @@ record_head(char *p, int type, size_t len)
 /*
  * The request: what corral sends by default (worker/fcgi_params.c, in
  * nginx's order) for a GET of uri from wrk on 127.0.0.1, whose only field
- * is Host.  REMOTE_PORT is a fixed number of the same width.
+ * is Host, then the X-Forwarded-* fields corral adds.  REMOTE_PORT is a
+ * fixed number of the same width.
  */
 static void
 build(const char *port, const char *root, const char *uri)
@@ -172,6 +173,11 @@ build(const char *port, const char *root, const char *uri)
 	p = param(p, "SERVER_NAME", "localhost");
 	p = param(p, "REDIRECT_STATUS", "200");
 	p = param(p, "HTTP_HOST", host);
+	/* The proxy handler's own fields, which corral passes as HTTP_*
+	 * to FastCGI too. */
+	p = param(p, "HTTP_X_FORWARDED_FOR", "127.0.0.1");
+	p = param(p, "HTTP_X_FORWARDED_PROTO", "http");
+	p = param(p, "HTTP_X_FORWARDED_HOST", host);
 	plen = (size_t)(p - params);
 	record_head(params - FCGI_HEAD, 4, plen);	/* PARAMS */
 	record_head(p, 4, 0);				/* their end */
