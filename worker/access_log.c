@@ -177,7 +177,8 @@ gather(const struct conn *c, const struct log_format *f, int status,
 	v->tries = c->rq->log.tries;
 	v->ntries = c->rq->log.ntries;
 	v->cache_status = span_of(c->rq->log.cache_status);
-	v->ssl_protocol = span_of(c->tls_protocol);
+	if (log_format_uses(f, LOG_V_ssl_protocol))
+		v->ssl_protocol = span_of(conn_tls_protocol(c));
 	if (log_format_uses(f, LOG_V_request_id))
 		snprintf(v->request_id, sizeof(v->request_id),
 		    "%016" PRIx64 "%016" PRIx64, id_base, ++id_next);

@@ -189,7 +189,8 @@ void conn_log_upstream_next(struct conn *c);
 /* For $upstream_cache_status: "HIT", "MISS", ... (a static string). */
 void conn_log_cache(struct conn *c, const char *status);
 
-/* For $ssl_protocol: the TLS version of the connection (static). */
-void conn_log_tls(struct conn *c, const char *protocol);
+/* For $ssl_protocol: the TLS version of the connection (static), or
+ * NULL (plain HTTP, or before the handshake is done). */
+const char *conn_tls_protocol(const struct conn *c);
 
 #endif

@@ -121,7 +121,6 @@ struct conn {
 	struct event *wev;	/* only while waiting to write */
 	struct ssl_st *ssl;	/* NULL: plain HTTP */
 	struct conn_rq *rq;	/* never NULL (see struct conn_rq) */
-	const char *tls_protocol;	/* "TLSv1.3", or NULL: plain */
 	uint64_t serial;	/* this worker's connection number */
 	const struct config_location *loc;	/* of the current request */
 
@@ -129,7 +128,7 @@ struct conn {
 	char *obuf;
 	size_t osize, olen;
 	size_t opending;
-	unsigned shead, stail;
+	uint16_t shead, stail;	/* at most OSEG_MAX */
 
 	int fd;
 	int lidx;		/* the listen entry it came in on */
@@ -161,6 +160,8 @@ struct conn {
 	unsigned char conn_addr[16];
 	char peer[INET6_ADDRSTRLEN];	/* the client as text */
 };
+
+_Static_assert(OSEG_MAX <= UINT16_MAX, "segment indexes are 16 bits");
 
 /* The client: the connection's peer, or who a trusted proxy named. */
 static inline int
