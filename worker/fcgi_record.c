@@ -109,23 +109,6 @@ open_record(struct fcgi_params *w)
 	w->open = true;
 }
 
-/* Copies n bytes in upper case with '-' as '_', for header names. */
-static void
-copy_cgi_name(char *dst, const char *src, size_t n)
-{
-	size_t i;
-	char c;
-
-	for (i = 0; i < n; i++) {
-		c = src[i];
-		if (c >= 'a' && c <= 'z')
-			c = (char)(c - 'a' + 'A');
-		else if (c == '-')
-			c = '_';
-		dst[i] = c;
-	}
-}
-
 /* Appends stream bytes, opening a new record whenever one is full. */
 static void
 put(struct fcgi_params *w, const char *p, size_t n, bool cgi_name)
@@ -137,7 +120,7 @@ put(struct fcgi_params *w, const char *p, size_t n, bool cgi_name)
 			open_record(w);
 		k = MIN(n, FCGI_MAX_CONTENT - w->clen);
 		if (room(w, k) && cgi_name)
-			copy_cgi_name(w->out + w->len, p, k);
+			fcgi_cgi_name(w->out + w->len, p, k);
 		else if (w->out != NULL)
 			memcpy(w->out + w->len, p, k);
 		w->len += k;
@@ -181,7 +164,7 @@ add_whole(struct fcgi_params *w, const unsigned char *lens, size_t size,
 	d += size;
 	if (http) {
 		memcpy(d, "HTTP_", 5);
-		copy_cgi_name(d + 5, name, nlen);
+		fcgi_cgi_name(d + 5, name, nlen);
 		d += 5 + nlen;
 	} else if (nlen > 0) {
 		memcpy(d, name, nlen);

@@ -92,32 +92,62 @@ void fcgi_params_init(struct fcgi_params *w, char *out, uint16_t id);
 bool fcgi_params_add_any(struct fcgi_params *w, const char *name,
     size_t nlen, bool http, const struct span *value, size_t nv);
 
+/* Copies n bytes of a header name as CGI writes it: upper case, '-' as
+ * '_'. */
+static inline void
+fcgi_cgi_name(char *dst, const char *src, size_t n)
+{
+	size_t i;
+	char c;
+
+	for (i = 0; i < n; i++) {
+		c = src[i];
+		if (c >= 'a' && c <= 'z')
+			c = (char)(c - 'a' + 'A');
+		else if (c == '-')
+			c = '_';
+		dst[i] = c;
+	}
+}
+
 /*
- * The same.  The usual pair (a parameter's name, a value in one or two
- * pieces, both lengths in a byte) going into the open record with room
- * to spare is written here, inline: a request's list is some twenty of
- * them, and the general path's steps cost more than the copies.
+ * The same.  The usual pair (a name, a value in one or two pieces, both
+ * lengths in a byte) going into a record with room to spare is written
+ * here, inline: a request's list is some twenty-five of them, and the
+ * general path's steps cost more than the copies.
  */
 static inline bool
 fcgi_params_add(struct fcgi_params *w, const char *name, size_t nlen,
     bool http, const struct span *value, size_t nv)
 {
-	size_t vlen, size;
+	size_t flen = nlen + (http ? 5 : 0), vlen, size, hdr;
 	char *d;
 
-	if (http || !w->open || w->out == NULL || nlen >= 128 ||
-	    (nv != 1 && nv != 2))
+	if (w->out == NULL || flen >= 128 || (nv != 1 && nv != 2))
 		return fcgi_params_add_any(w, name, nlen, http, value, nv);
 	vlen = value[0].len + (nv == 2 ? value[1].len : 0);
-	size = 2 + nlen + vlen;
-	if (vlen >= 128 || w->clen + size > FCGI_MAX_CONTENT ||
-	    w->len > w->cap || size > w->cap - w->len)
+	size = 2 + flen + vlen;
+	/* The first pair opens the first record. */
+	hdr = w->open ? 0 : FCGI_HEADER_LEN;
+	if (vlen >= 128 || (w->open && w->clen + size > FCGI_MAX_CONTENT) ||
+	    w->len > w->cap || size + hdr > w->cap - w->len)
 		return fcgi_params_add_any(w, name, nlen, http, value, nv);
+	if (!w->open) {
+		w->rec = w->len;
+		w->len += FCGI_HEADER_LEN;
+		w->clen = 0;
+		w->open = true;
+	}
 	d = w->out + w->len;
-	d[0] = (char)nlen;
+	d[0] = (char)flen;
 	d[1] = (char)vlen;
-	memcpy(d + 2, name, nlen);
-	d += 2 + nlen;
+	d += 2;
+	if (http) {
+		memcpy(d, "HTTP_", 5);
+		fcgi_cgi_name(d + 5, name, nlen);
+	} else
+		memcpy(d, name, nlen);
+	d += flen;
 	/* An empty piece may have no pointer. */
 	if (value[0].len > 0)
 		memcpy(d, value[0].p, value[0].len);
