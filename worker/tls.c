@@ -80,24 +80,35 @@ tls_worker_init(const struct runtime *rt, struct store *sessions)
  * this call alone.  Clearing walks every slot of the queue; looking at it
  * is cheaper, and it is empty but after a failure.
  */
-static void
-fresh_errors(void)
+void
+tls_fresh_errors(void)
 {
 	if (ERR_peek_error() != 0)
 		ERR_clear_error();
 }
 
-/* What went wrong, for a log line: OpenSSL's reason or errno. */
-static const char *
-why(int err)
+int
+tls_wants(SSL *ssl, int rc, int *err)
+{
+	*err = SSL_get_error(ssl, rc);
+	if (*err == SSL_ERROR_WANT_READ)
+		return TLS_WANT_READ;
+	if (*err == SSL_ERROR_WANT_WRITE)
+		return TLS_WANT_WRITE;
+	return TLS_FAILED;
+}
+
+const char *
+tls_why(int err)
 {
 	unsigned long e = ERR_peek_last_error();
 	const char *r;
 
-	if (err == SSL_ERROR_SYSCALL && e == 0)
-		return errno != 0 ? strerror(errno) : "connection closed";
+	if (e == 0)
+		return err == SSL_ERROR_SYSCALL && errno != 0 ?
+		    strerror(errno) : "connection closed";
 	r = ERR_reason_error_string(e);
-	return r != NULL ? r : "unknown error";
+	return r != NULL ? r : "TLS error";
 }
 
 SSL *
@@ -153,7 +164,7 @@ tls_handshake(SSL *ssl, int fd, const char *peer)
 	if (BIO_number_read(SSL_get_rbio(ssl)) == 0 &&
 	    (rc = sniff(fd, peer)) != 0)
 		return rc;
-	fresh_errors();
+	tls_fresh_errors();
 	errno = 0;
 	rc = SSL_do_handshake(ssl);
 	if (rc == 1) {
@@ -166,13 +177,10 @@ tls_handshake(SSL *ssl, int fd, const char *peer)
 		    SSL_session_reused(ssl) ? ", resumed" : "");
 		return 0;
 	}
-	err = SSL_get_error(ssl, rc);
-	if (err == SSL_ERROR_WANT_READ)
-		return TLS_WANT_READ;
-	if (err == SSL_ERROR_WANT_WRITE)
-		return TLS_WANT_WRITE;
+	if ((rc = tls_wants(ssl, rc, &err)) != TLS_FAILED)
+		return rc;
 	STATS_INC(tls_failed);
-	log_info("client %s: TLS handshake failed: %s", peer, why(err));
+	log_info("client %s: TLS handshake failed: %s", peer, tls_why(err));
 	ERR_clear_error();
 	return TLS_FAILED;
 }
@@ -181,13 +189,11 @@ tls_handshake(SSL *ssl, int fd, const char *peer)
 static ssize_t
 io_failed(SSL *ssl, const char *peer, const char *what)
 {
-	int err = SSL_get_error(ssl, 0);
+	int err, rc = tls_wants(ssl, 0, &err);
 
+	if (rc != TLS_FAILED)
+		return rc;
 	switch (err) {
-	case SSL_ERROR_WANT_READ:
-		return TLS_WANT_READ;
-	case SSL_ERROR_WANT_WRITE:
-		return TLS_WANT_WRITE;
 	case SSL_ERROR_ZERO_RETURN:
 		return 0;
 	case SSL_ERROR_SYSCALL:
@@ -199,7 +205,8 @@ io_failed(SSL *ssl, const char *peer, const char *what)
 			log_at(L_INFO, errno, "%s %s", what, peer);
 		return -1;
 	default:
-		log_info("client %s: TLS %s failed: %s", peer, what, why(err));
+		log_info("client %s: TLS %s failed: %s", peer, what,
+		    tls_why(err));
 		ERR_clear_error();
 		return -1;
 	}
@@ -210,7 +217,7 @@ tls_recv(SSL *ssl, void *buf, size_t len, const char *peer)
 {
 	size_t n;
 
-	fresh_errors();
+	tls_fresh_errors();
 	errno = 0;
 	if (SSL_read_ex(ssl, buf, len, &n) == 1)
 		return (ssize_t)n;
@@ -223,7 +230,7 @@ tls_send(SSL *ssl, const void *buf, size_t len, const char *peer)
 	size_t sent;
 	ssize_t n;
 
-	fresh_errors();
+	tls_fresh_errors();
 	errno = 0;
 	if (SSL_write_ex(ssl, buf, len, &sent) == 1)
 		return (ssize_t)sent;
@@ -236,7 +243,7 @@ tls_sendfile(SSL *ssl, int fd, off_t off, size_t len, const char *peer)
 {
 	ossl_ssize_t n;
 
-	fresh_errors();
+	tls_fresh_errors();
 	errno = 0;
 	n = SSL_sendfile(ssl, fd, off, len, 0);
 	if (n > 0)

@@ -56,6 +56,17 @@ ssize_t tls_send(struct ssl_st *ssl, const void *buf, size_t len,
 ssize_t tls_sendfile(struct ssl_st *ssl, int fd, off_t off, size_t len,
     const char *peer);
 
+/*
+ * Calls that share tls.c's error handling (the upstream side too).
+ * tls_fresh_errors() before an SSL call: an empty error queue, so that the
+ * call's outcome is its own.  tls_wants() after a call that returned rc:
+ * TLS_WANT_READ, TLS_WANT_WRITE, or TLS_FAILED with SSL_get_error()'s
+ * code in *err; tls_why(err) then says why, for a log line.
+ */
+void tls_fresh_errors(void);
+int tls_wants(struct ssl_st *ssl, int rc, int *err);
+const char *tls_why(int err);
+
 /* "TLSv1.3" and so on: a static string. */
 const char *tls_version(struct ssl_st *ssl);
 

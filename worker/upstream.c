@@ -495,7 +495,7 @@ upstream_tls_new(struct upstream *u, struct upstream_peer *p, int fd)
 	    peer_ip(p->cf, host, sizeof(host)) != NULL)
 		name = host;
 
-	ERR_clear_error();
+	tls_fresh_errors();
 	if ((ssl = SSL_new(u->tls)) == NULL || SSL_set_fd(ssl, fd) != 1)
 		goto failed;
 	SSL_set_connect_state(ssl);
@@ -530,30 +530,21 @@ failed:
 int
 upstream_tls_handshake(SSL *ssl, char *why, size_t len)
 {
-	unsigned long e;
 	long v;
 	int rc, err;
 
-	ERR_clear_error();
+	tls_fresh_errors();
 	errno = 0;
 	rc = SSL_do_handshake(ssl);
 	if (rc == 1)
 		return 0;
-	err = SSL_get_error(ssl, rc);
-	if (err == SSL_ERROR_WANT_READ)
-		return TLS_WANT_READ;
-	if (err == SSL_ERROR_WANT_WRITE)
-		return TLS_WANT_WRITE;
+	if ((rc = tls_wants(ssl, rc, &err)) != TLS_FAILED)
+		return rc;
 	if ((v = SSL_get_verify_result(ssl)) != X509_V_OK)
 		snprintf(why, len, "certificate verify failed: %s",
 		    X509_verify_cert_error_string(v));
-	else if ((e = ERR_peek_last_error()) != 0)
-		snprintf(why, len, "%s", ERR_reason_error_string(e) ?
-		    ERR_reason_error_string(e) : "TLS error");
-	else if (err == SSL_ERROR_SYSCALL && errno != 0)
-		snprintf(why, len, "%s", strerror(errno));
 	else
-		snprintf(why, len, "connection closed");
+		snprintf(why, len, "%s", tls_why(err));
 	ERR_clear_error();
 	return TLS_FAILED;
 }

@@ -349,15 +349,13 @@ uc_want_read(struct upstream_conn *uc)
 	event_add(&uc->rev, sent ? &tv : NULL);
 }
 
-/* Bytes to the peer: the socket's, or through the TLS session. */
+/*
+ * A TLS read or write as the socket call it replaces: a want is EAGAIN
+ * (the caller waits and tries again), a failure without errno is EPROTO.
+ */
 static ssize_t
-uc_send(struct upstream_conn *uc, const char *p, size_t len)
+uc_tls_result(ssize_t n)
 {
-	ssize_t n;
-
-	if (uc->ssl == NULL)
-		return send(uc->fd, p, len, MSG_NOSIGNAL);
-	n = tls_send(uc->ssl, p, len, upstream_peer_name(uc->peer));
 	if (n == TLS_WANT_READ || n == TLS_WANT_WRITE) {
 		errno = EAGAIN;
 		return -1;
@@ -367,22 +365,24 @@ uc_send(struct upstream_conn *uc, const char *p, size_t len)
 	return n;
 }
 
+/* Bytes to the peer: the socket's, or through the TLS session. */
+static ssize_t
+uc_send(struct upstream_conn *uc, const char *p, size_t len)
+{
+	if (uc->ssl == NULL)
+		return send(uc->fd, p, len, MSG_NOSIGNAL);
+	return uc_tls_result(tls_send(uc->ssl, p, len,
+	    upstream_peer_name(uc->peer)));
+}
+
 /* Bytes from the peer; 0 at its end, -1 with errno (EAGAIN: later). */
 static ssize_t
 uc_recv(struct upstream_conn *uc, char *p, size_t len)
 {
-	ssize_t n;
-
 	if (uc->ssl == NULL)
 		return recv(uc->fd, p, len, 0);
-	n = tls_recv(uc->ssl, p, len, upstream_peer_name(uc->peer));
-	if (n == TLS_WANT_READ || n == TLS_WANT_WRITE) {
-		errno = EAGAIN;
-		return -1;
-	}
-	if (n < 0 && errno == 0)
-		errno = EPROTO;
-	return n;
+	return uc_tls_result(tls_recv(uc->ssl, p, len,
+	    upstream_peer_name(uc->peer)));
 }
 
 /*
