@@ -248,9 +248,11 @@ ctx_new(struct loading *l, const struct config_server *s)
 		opts |= SSL_OP_ENABLE_KTLS;
 	SSL_CTX_set_options(ctx, opts);
 	/* Partial writes let a large queue leave record by record; the
-	 * retried buffer is rebuilt at another address. */
+	 * retried buffer is rebuilt at another address.  No
+	 * SSL_MODE_RELEASE_BUFFERS: the worker gives buffers back itself,
+	 * but not between the requests of a busy connection (worker/tls.c). */
 	SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE |
-	    SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER | SSL_MODE_RELEASE_BUFFERS);
+	    SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
 	/* Whole records in one recv(), not a header and a body. */
 	SSL_CTX_set_read_ahead(ctx, 1);
 	SSL_CTX_set_dh_auto(ctx, 1);

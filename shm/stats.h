@@ -133,6 +133,10 @@
 	    "tls_handshakes_total", "type=\"resumed\"", "") \
 	X(tls_failed, COUNTER, "tls", "handshakes_failed", \
 	    "tls_handshakes_total", "type=\"failed\"", "") \
+	X(tls_buffers_kept, GAUGE, "tls", "idle_buffers_kept", \
+	    "tls_idle_buffers_kept", "", \
+	    "Idle TLS connections that keep their buffers for the next " \
+	    "request.") \
 	X(mc_conn_accepted, COUNTER, "memcached", "connections_accepted", \
 	    "memcached_connections_accepted_total", "", \
 	    "Connections the memcached listener accepted.") \

@@ -460,6 +460,8 @@ idle_set(struct conn *c, bool on)
 		return;
 	c->idle = on;
 	STATS_ADD(conn_idle, on ? 1 : -1);
+	if (c->ssl != NULL)
+		tls_idle(c->ssl, &c->tls_kept, on);
 	if (on) {
 		worker_conn_idle();
 		return;
@@ -994,6 +996,8 @@ conn_recv(struct conn *c, void *buf, size_t len)
 	if (n == TLS_WANT_WRITE) {
 		c->tls_rwant_w = true;
 		wev_add(c);
+	} else {
+		tls_release(c->ssl);
 	}
 	errno = EAGAIN;
 	return -1;

@@ -157,6 +157,7 @@ struct conn {
 	bool peer_real;		/* peer names the client behind it (in
 				   rq->peer_addr) */
 	uint8_t conn_family;	/* the connection's own peer */
+	uint8_t tls_kept;	/* tls.c: its buffers kept while idle */
 	unsigned char conn_addr[16];
 	char peer[INET6_ADDRSTRLEN];	/* the client as text */
 };

@@ -76,6 +76,18 @@ bool tls_ktls_send(struct ssl_st *ssl);
 /* Decrypted or raw bytes wait inside the session, not in the socket. */
 bool tls_pending(struct ssl_st *ssl);
 
+/*
+ * Over an idle keep-alive connection (on) and when it is busy again or
+ * closes (off): whether its session keeps its buffers meanwhile; kept is
+ * the connection's own, zeroed with it.  tls_idle_sweep(), every second,
+ * frees the buffers of sessions idle for a second or more.
+ */
+void tls_idle(struct ssl_st *ssl, unsigned char *kept, bool on);
+void tls_idle_sweep(void);
+
+/* The session waits for the peer: its buffers go back if they are empty. */
+void tls_release(struct ssl_st *ssl);
+
 /* Sends close_notify if it can without blocking. */
 void tls_shutdown(struct ssl_st *ssl);
 

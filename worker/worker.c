@@ -283,6 +283,7 @@ tick_cb(evutil_socket_t fd, short what, void *arg)
 {
 	worker_update_time();
 	fcache_expire(worker.fcache);
+	tls_idle_sweep();
 }
 
 static struct event *signal_evs[4];

@@ -249,7 +249,7 @@ class TLSBasicsTest(TLSTestCase):
             return json.loads(out.stdout).get('tls') if \
                 out.returncode == 0 else out.stderr
         want = {'handshakes_full': 1, 'handshakes_resumed': 0,
-                'handshakes_failed': 2}
+                'handshakes_failed': 2, 'idle_buffers_kept': 0}
         got = wait_for(tls_counts, lambda d: d == want, 5)
         self.assertEqual(got, want, tls_counts())
         # The access log says which TLS version the request came over.
@@ -257,6 +257,52 @@ class TLSBasicsTest(TLSTestCase):
             r'"GET /none HTTP/1.1" 404 .* tls=TLSv1\.3',
             open(c.access_log).read() if os.path.exists(c.access_log)
             else ''), 5), open(c.access_log).read())
+        self.assertNoLogErrors(c)
+
+    def test_idle_connections_keep_their_buffers_briefly(self):
+        # Between requests a kept-alive connection keeps OpenSSL's buffers
+        # (no allocation per request), at most 32 connections per worker
+        # and for a second or two; then they go back, and the connections
+        # still work.
+        c = self.start_tls(start=False, workers=1)
+        c.directives['stats_file'] = Raw(quote(os.path.join(c.tmp,
+                                                            'corral.stats')))
+        c.rewrite()
+        c.start()
+        data = os.urandom(5000)
+        c.write('f.bin', data)
+
+        def kept():
+            out = subprocess.run([BIN, '-s', '-j', '-c', c.conf_path],
+                                 capture_output=True, text=True, timeout=10)
+            self.assertEqual(out.returncode, 0, out.stderr)
+            return json.loads(out.stdout)['tls']['idle_buffers_kept']
+
+        def get(t):
+            t.send(build_request('/f.bin'))
+            r = t.read_response()
+            self.assertEqual((r.status, r.body), (200, data))
+
+        conns = []
+        for _ in range(40):
+            conns.append(TLSConn(c.tls_port, self.client_ctx()))
+            self.addCleanup(conns[-1].close)
+        for _ in range(3):
+            for t in conns:
+                get(t)
+            self.assertLessEqual(kept(), 32)
+            self.assertTrue(wait_until(lambda: kept() == 0, 10), kept())
+        # The last one to go idle keeps them: seen unless reading the
+        # counters took a second (then try again).
+        seen = []
+        for _ in range(3):
+            get(conns[0])
+            seen.append(kept())
+            if seen[-1] == 1:
+                break
+        self.assertEqual(seen[-1], 1, seen)
+        self.assertTrue(wait_until(lambda: kept() == 0, 10), kept())
+        get(conns[0])
         self.assertNoLogErrors(c)
 
     def test_proxy_sees_https(self):

@@ -190,7 +190,7 @@ class UpstreamTLSTest(CorralTestCase):
             return json.loads(out.stdout).get('tls') if \
                 out.returncode == 0 else out.stderr
         want = {'handshakes_full': 1, 'handshakes_resumed': 0,
-                'handshakes_failed': 0}
+                'handshakes_failed': 0, 'idle_buffers_kept': 0}
         self.assertTrue(wait_until(lambda: tls_counts() == want, 5),
                         tls_counts())
 
