@@ -107,6 +107,7 @@ static const struct range {
 	{ "keepalive_timeout",	 U_TIME, 0, DAY },
 	{ "header_timeout",	 U_TIME, 1, DAY },
 	{ "body_timeout",	 U_TIME, 1, DAY },
+	{ "body_min_rate",	 U_SIZE, 0, GB },
 	{ "send_timeout",	 U_TIME, 1, DAY },
 	{ "lingering_timeout",	 U_TIME, 1, DAY },
 	{ "file_cache_valid",	 U_TIME, 0, DAY },
@@ -321,6 +322,7 @@ static cfg_opt_t opts[] = {
 	CFG_INT_CB("keepalive_timeout", 75 * SEC, CFGF_NONE, cb_time),
 	CFG_INT_CB("header_timeout", 30 * SEC, CFGF_NONE, cb_time),
 	CFG_INT_CB("body_timeout", 60 * SEC, CFGF_NONE, cb_time),
+	CFG_INT_CB("body_min_rate", KB, CFGF_NONE, cb_size),
 	CFG_INT_CB("send_timeout", 60 * SEC, CFGF_NONE, cb_time),
 	CFG_INT_CB("lingering_timeout", 5 * SEC, CFGF_NONE, cb_time),
 
@@ -2940,6 +2942,7 @@ build(cfg_t *cfg, struct config *cf)
 	cf->keepalive_timeout_ms = cfg_getint(cfg, "keepalive_timeout");
 	cf->header_timeout_ms = cfg_getint(cfg, "header_timeout");
 	cf->body_timeout_ms = cfg_getint(cfg, "body_timeout");
+	cf->body_min_rate = cfg_getint(cfg, "body_min_rate");
 	cf->send_timeout_ms = cfg_getint(cfg, "send_timeout");
 	cf->lingering_timeout_ms = cfg_getint(cfg, "lingering_timeout");
 

@@ -435,7 +435,8 @@ struct config {
 	int keepalive_requests;
 	int keepalive_timeout_ms;
 	int header_timeout_ms;		/* total, from the first byte */
-	int body_timeout_ms;
+	int body_timeout_ms;		/* from the body's last bytes */
+	uint64_t body_min_rate;		/* bytes/s a body must average; 0 */
 	int send_timeout_ms;
 	int lingering_timeout_ms;
 

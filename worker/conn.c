@@ -58,6 +58,8 @@ static void write_cb(evutil_socket_t fd, short what, void *arg);
 static void pp_read(struct conn *c);
 static void conn_start(struct conn *c);
 static void conn_timer(struct conn *c, enum ctimer kind, int ms);
+static void body_timer(struct conn *c);
+static void body_resumed(struct conn *c);
 static void ibuf_release(struct conn *c);
 
 void
@@ -604,6 +606,8 @@ conn_body_resume(struct conn *c)
 	if (!c->rpaused)
 		return;
 	c->rpaused = false;
+	if (c->state == CS_BODY && c->timer != T_BODY)
+		body_resumed(c);
 	conn_read_on(c);
 	conn_process(c);
 }
@@ -614,8 +618,11 @@ conn_proxy_done(struct conn *c)
 	c->rq->px = NULL;
 	c->rpaused = false;
 	req_forget(c);
-	if (c->state == CS_BODY)
-		conn_timer(c, T_BODY, worker.cf->body_timeout_ms);
+	if (c->state == CS_BODY) {
+		if (c->timer != T_BODY)
+			body_resumed(c);
+		body_timer(c);
+	}
 	if (c->shead != c->stail)
 		conn_write(c);
 	else
@@ -724,12 +731,52 @@ body_max(const struct conn *c)
 	    worker.cf->max_body_size;
 }
 
+/*
+ * body_timeout runs from the last bytes of the body that came (nginx's
+ * client_body_timeout), but a body must also come at body_min_rate on
+ * average: it ends at most body_timeout after it began plus a second for
+ * each body_min_rate bytes (Apache's mod_reqtimeout MinRate).  A body
+ * trickling in a byte at a time is cut; an upload of any size at a usable
+ * speed is not, however long it takes.
+ */
+static void
+body_timer(struct conn *c)
+{
+	const struct config *cf = worker.cf;
+	const struct conn_rq *rq = c->rq;
+	uint64_t now = dl_now(), due, cap;
+
+	due = rq->body_last_ms + (uint64_t)cf->body_timeout_ms;
+	if (cf->body_min_rate > 0) {
+		cap = rq->body_start_ms + (uint64_t)cf->body_timeout_ms +
+		    rq->body_got * 1000 / cf->body_min_rate;
+		if (cap < due)
+			due = cap;
+	}
+	if (c->io_failed)
+		due = now;		/* see wev_add() */
+	timer_move(c, T_BODY, due > now ? due - now : 0);
+}
+
+/* The body waited for the upstream, not for the client (paused since
+ * body_last_ms): its clocks move on by that long. */
+static void
+body_resumed(struct conn *c)
+{
+	uint64_t now = dl_now();
+
+	c->rq->body_start_ms += now - c->rq->body_last_ms;
+	c->rq->body_last_ms = now;
+}
+
 static bool
 body_begin(struct conn *c)
 {
 	struct http_request *r = &c->rq->req;
 	uint64_t max = body_max(c);
 
+	c->rq->body_got = 0;
+	c->rq->body_start_ms = c->rq->body_last_ms = dl_now();
 	c->rq->body_seen = 0;
 	c->rq->body_chunked = r->chunked;
 	c->rq->body_left = r->content_length > 0 ? (uint64_t)r->content_length :
@@ -746,6 +793,16 @@ body_begin(struct conn *c)
 	    c->rq->ipos == c->rq->ilen)
 		obuf_add(c, "HTTP/1.1 100 Continue\r\n\r\n", 25);
 	return true;
+}
+
+/* Bytes of the body came: body_timer()'s clocks. */
+static inline void
+body_got(struct conn *c, size_t n)
+{
+	if (n == 0)
+		return;
+	c->rq->body_got += n;
+	c->rq->body_last_ms = dl_now();
 }
 
 /*
@@ -769,6 +826,7 @@ body_consume(struct conn *c)
 	}
 	if (!c->rq->body_chunked) {
 		used = avail < c->rq->body_left ? avail : (size_t)c->rq->body_left;
+		body_got(c, used);
 		c->rq->body_left -= used;
 		c->rq->ipos += used;
 		if (c->rq->px != NULL && (used > 0 || c->rq->body_left == 0))
@@ -777,6 +835,7 @@ body_consume(struct conn *c)
 	}
 	used = avail;
 	rc = http_chunked_decode(&c->rq->chunk, p, &used, &data);
+	body_got(c, used);
 	c->rq->ipos += used;
 	if (c->rq->px != NULL && rc != HTTP_ERROR &&
 	    (data > 0 || rc == HTTP_OK))
@@ -941,11 +1000,11 @@ conn_process(struct conn *c)
 				c->rpaused = true;
 				event_del(&c->rev);
 				timer_stop(c);
+				c->rq->body_last_ms = dl_now();	/* paused */
 				break;
 			}
 			if (rc == HTTP_AGAIN) {
-				conn_timer(c, T_BODY,
-				    worker.cf->body_timeout_ms);
+				body_timer(c);
 				break;
 			}
 			if (rc > 0) {

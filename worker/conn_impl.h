@@ -105,6 +105,9 @@ struct conn_rq {
 	unsigned char peer_addr[16];	/* the client a trusted proxy named */
 	uint64_t body_left;
 	uint64_t body_seen;
+	uint64_t body_got;	/* bytes of the body read, framing too */
+	uint64_t body_start_ms;	/* dl_now() when the body began */
+	uint64_t body_last_ms;	/* ...and when its last bytes came */
 	bool body_chunked;
 	uint8_t peer_family;	/* of peer_addr; 0: none */
 };

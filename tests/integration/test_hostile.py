@@ -271,7 +271,10 @@ class SlowPeerTest(HostileTestCase):
         self.quick_get(c)
 
     def test_slow_request_body_closed_at_body_deadline(self):
-        c = self.start(body_timeout='1s', lingering_timeout='1s')
+        # body_min_rate: the 1,000 bytes sent at once earn 10 ms only, so
+        # the trickle is cut about body_timeout after the body began.
+        c = self.start(body_timeout='1s', body_min_rate='100k',
+                       lingering_timeout='1s')
         c.write('index.html', b'ok\n')
         mark = c.log_mark()
         # The server's timer starts after t_open: the lower bound counts

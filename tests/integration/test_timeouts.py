@@ -1,9 +1,11 @@
 """Slow clients: header and body deadlines."""
 
+import json
 import socket
 import time
 
 from harness import CorralTestCase, build_request, parse_responses
+from test_proxy import ProxyTestCase
 
 
 class TimeoutTest(CorralTestCase):
@@ -85,3 +87,93 @@ class TimeoutTest(CorralTestCase):
         # the server stops waiting for the missing 90 bytes.
         for r in parse_responses(data):
             self.assertIn(r.status, (405, 408), r)
+
+
+class BodyRateTest(ProxyTestCase):
+    """body_timeout runs from the body's last bytes (nginx's
+    client_body_timeout); body_min_rate still ends a body that trickles
+    (Apache's mod_reqtimeout MinRate).  Bodies go through the proxy to
+    origin.py's /api/echo, which answers once it has the whole body."""
+
+    def upload(self, c, size, piece, every, limit):
+        """POSTs size bytes, piece bytes every `every` seconds, until done
+        or closed; returns (seconds from the first body byte to the end,
+        what the server sent, the body)."""
+        body = bytes(range(256)) * (size // 256 + 1)
+        body = body[:size]
+        s = socket.create_connection(('127.0.0.1', c.port), timeout=10)
+        self.addCleanup(s.close)
+        s.sendall(build_request('/api/echo', 'POST', headers=[
+            'Content-Length: %d' % size, 'Connection: close']))
+        t0 = time.monotonic()
+        sent = 0
+        try:
+            while sent < size and time.monotonic() - t0 < limit:
+                s.sendall(body[sent:sent + piece])
+                sent += piece
+                s.settimeout(every)
+                try:
+                    if not s.recv(65536, socket.MSG_PEEK):
+                        break		# closed
+                except socket.timeout:
+                    pass
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        s.settimeout(10)
+        got = bytearray()
+        try:
+            while True:
+                d = s.recv(65536)
+                if not d:
+                    break
+                got += d
+        except (ConnectionResetError, socket.timeout):
+            pass
+        return time.monotonic() - t0, bytes(got), body
+
+    def test_steady_upload_outlives_body_timeout(self):
+        # 8 KB at 2 KB/s takes 4 s, twice body_timeout: a deadline from
+        # the body's start would cut it.  Gaps of 0.25 s sit far below
+        # the 2 s allowed between pieces.
+        o = self.origin()
+        c = self.start_proxy([o.addr], body_timeout='2s',
+                             body_min_rate='1k')
+        took, got, body = self.upload(c, 8000, 500, 0.25, 20)
+        self.assertGreater(took, 3.0)
+        rs = parse_responses(got)
+        self.assertEqual([r.status for r in rs], [200], got[:300])
+        self.assertEqual(json.loads(rs[0].body)['body'].encode('latin-1'),
+                         body)
+
+    def test_trickle_is_cut_at_the_minimum_rate(self):
+        # 1,000 bytes, then a byte every 0.2 s: each piece is in time for
+        # body_timeout, but at 1k/s the body has earned 2 s + 1,000/1,024
+        # s (about 3 s) in all.  Cut by 7 s (a trickle held open would
+        # last the whole 15 s), not before 2.5 s.
+        o = self.origin()
+        c = self.start_proxy([o.addr], body_timeout='2s',
+                             body_min_rate='1k')
+        mark = c.log_mark()
+        s = socket.create_connection(('127.0.0.1', c.port), timeout=10)
+        self.addCleanup(s.close)
+        s.sendall(build_request('/api/echo', 'POST', headers=[
+            'Content-Length: 100000']) + b'x' * 1000)
+        t0 = time.monotonic()
+        closed = None
+        while time.monotonic() - t0 < 15:
+            try:
+                s.sendall(b'x')
+                s.settimeout(0.2)
+                if not s.recv(65536):
+                    closed = time.monotonic() - t0
+                    break
+            except socket.timeout:
+                continue
+            except (BrokenPipeError, ConnectionResetError):
+                closed = time.monotonic() - t0
+                break
+        self.assertIsNotNone(closed, 'a trickling body kept its '
+                             'connection for 15 s')
+        self.assertLess(closed, 7.0)
+        self.assertGreater(closed, 2.5)
+        c.wait_log(r'timed out sending a request body', mark=mark)
