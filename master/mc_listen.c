@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -68,16 +69,51 @@ clear_unix_path(const struct config_peer *p)
 	return 0;
 }
 
+/*
+ * A unix socket is bound and set up under a name of its own beside the
+ * path, then renamed into place: the path appears only once it listens,
+ * so a client that waits for it never finds it refusing.  False when
+ * that name does not fit: then it is bound at the path itself.
+ */
+static bool
+stage_name(const struct config_peer *p, struct sockaddr_un *tmp,
+    socklen_t *len)
+{
+	const struct sockaddr_un *un = (const struct sockaddr_un *)&p->addr;
+	struct stat st;
+	int n;
+
+	memset(tmp, 0, sizeof(*tmp));
+	tmp->sun_family = AF_UNIX;
+	n = snprintf(tmp->sun_path, sizeof(tmp->sun_path), "%s.%ld",
+	    un->sun_path, (long)getpid());
+	if (n < 0 || (size_t)n >= sizeof(tmp->sun_path))
+		return false;
+	/* Left by a master with our pid that died between bind and rename. */
+	if (lstat(tmp->sun_path, &st) == 0 && S_ISSOCK(st.st_mode))
+		unlink(tmp->sun_path);
+	*len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) +
+	    (size_t)n + 1);
+	return true;
+}
+
 static int
 listen_peer(const struct runtime *rt, const struct config_peer *p)
 {
 	const char *path = ((const struct sockaddr_un *)&p->addr)->sun_path;
+	const struct sockaddr *sa = (const struct sockaddr *)&p->addr;
+	socklen_t salen = p->addrlen;
+	struct sockaddr_un tmp;
 	int fd, on = 1, rc;
 	mode_t mask;
-	bool un = p->addr.ss_family == AF_UNIX;
+	bool un = p->addr.ss_family == AF_UNIX, staged = false;
 
 	if (un && clear_unix_path(p) == -1)
 		return -1;
+	if (un && (staged = stage_name(p, &tmp, &salen))) {
+		sa = (const struct sockaddr *)&tmp;
+		path = tmp.sun_path;
+	}
 	fd = socket(p->addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK |
 	    SOCK_CLOEXEC, 0);
 	if (fd == -1) {
@@ -95,11 +131,12 @@ listen_peer(const struct runtime *rt, const struct config_peer *p)
 	 * refused a folder where others could).
 	 */
 	mask = umask(0117);
-	rc = bind(fd, (const struct sockaddr *)&p->addr, p->addrlen);
+	rc = bind(fd, sa, salen);
 	umask(mask);
 	if (rc == -1) {
 		log_at(L_CRIT, errno, "bind %s", p->text);
-		goto failed;
+		close(fd);
+		return -1;
 	}
 	if (un && rt->drop_privileges && fchownat(AT_FDCWD, path, rt->uid,
 	    rt->gid, AT_SYMLINK_NOFOLLOW) == -1) {
@@ -110,9 +147,16 @@ listen_peer(const struct runtime *rt, const struct config_peer *p)
 		log_at(L_CRIT, errno, "listen %s", p->text);
 		goto failed;
 	}
+	if (staged && rename(path, ((const struct sockaddr_un *)&p->addr)->
+	    sun_path) == -1) {
+		log_at(L_CRIT, errno, "rename %s into place", path);
+		goto failed;
+	}
 	return fd;
 
 failed:
+	if (un)
+		unlink(path);
 	close(fd);
 	return -1;
 }

@@ -297,6 +297,9 @@ class Clients(Listener):
         path = os.path.join(d, 'mc.sock')
         self.corral(listen=['unix:' + path])
         wait_until(lambda: os.path.exists(path), 5)
+        # Set up under a name of its own and renamed into place: once the
+        # path is there it listens, and nothing else is left beside it.
+        self.assertEqual(os.listdir(d), ['mc.sock'])
         self.assertEqual(oct(os.stat(path).st_mode & 0o777), '0o660')
         self.assertEqual(exchange(path, b'set u 0 0 1\r\nx\r\nget u\r\n'),
                          b'STORED\r\nVALUE u 0 1\r\nx\r\nEND\r\n')
