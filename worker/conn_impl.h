@@ -13,6 +13,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include <sys/types.h>
 #include <event2/event_struct.h>
 
@@ -201,12 +202,59 @@ void buf_free_all(void);
 
 /* output.c */
 
+/* obuf_reserve() when the buffer must grow; NULL when out of memory. */
+char *obuf_grow(struct conn *c, size_t n);
+/* obuf_commit() when the bytes cannot extend the last segment. */
+void obuf_seg(struct conn *c, size_t n);
+
+/*
+ * The three below run several times per response, so their common case
+ * is inline: a response head is a few copies into the buffer, not a few
+ * calls each.
+ */
+
 /* Room for n more bytes at the end of the output buffer, or NULL. */
-char *obuf_reserve(struct conn *c, size_t n);
-/* Makes the n bytes written at obuf_reserve() part of the queue. */
-void obuf_commit(struct conn *c, size_t n);
+static inline char *
+obuf_reserve(struct conn *c, size_t n)
+{
+	if (c->olen + n <= c->osize)
+		return c->obuf + c->olen;
+	return obuf_grow(c, n);
+}
+
+/* Makes the n bytes written at obuf_reserve() part of the queue,
+ * extending the last segment if it ends there, so the heads of
+ * pipelined responses stay one iovec. */
+static inline void
+obuf_commit(struct conn *c, size_t n)
+{
+	struct oseg *last;
+
+	if (c->stail > c->shead) {
+		last = &c->segs[c->stail - 1];
+		if (last->type == SEG_OBUF && last->off + last->len == c->olen) {
+			last->len += n;
+			c->olen += n;
+			c->opending += n;
+			return;
+		}
+	}
+	obuf_seg(c, n);
+}
+
 /* Copies n bytes into the output buffer. */
-void obuf_add(struct conn *c, const void *p, size_t n);
+static inline void
+obuf_add(struct conn *c, const void *p, size_t n)
+{
+	char *dst = obuf_reserve(c, n);
+
+	if (dst == NULL) {
+		c->broken = true;
+		return;
+	}
+	memcpy(dst, p, n);
+	obuf_commit(c, n);
+}
 /* A new segment at the tail, or NULL when the queue is full. */
 struct oseg *seg_new(struct conn *c, enum seg_type type, size_t len);
 /* Queues len bytes at p; NULL when len is 0 or there is no room. */

@@ -59,17 +59,6 @@ const uint8_t http_cls[256] = {
 #undef DG
 
 bool
-http_ieq(const char *p, const char *lc, size_t n)
-{
-	size_t i;
-
-	for (i = 0; i < n; i++)
-		if (http_lower((unsigned char)p[i]) != (unsigned char)lc[i])
-			return false;
-	return true;
-}
-
-bool
 http_span_ieq(struct span s, const char *lc)
 {
 	size_t n = strlen(lc);

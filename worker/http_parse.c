@@ -826,10 +826,10 @@ http_host_check(const char *p, size_t len)
 			return -1;
 		i = (size_t)(rb - p) + 1;
 	} else {
-		while (i < len) {
-			if (IS(p[i], C_HOST))
+		for (;;) {
+			while (i < len && IS(p[i], C_HOST))
 				i++;
-			else if (p[i] == '%' && i + 2 < len &&
+			if (i + 2 < len && p[i] == '%' &&
 			    IS(p[i + 1], C_HEX) && IS(p[i + 2], C_HEX))
 				i += 3;
 			else

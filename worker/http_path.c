@@ -8,6 +8,7 @@
  */
 #include <stdbool.h>
 #include <stddef.h>
+#include <string.h>
 #include <sys/types.h>
 
 #include "worker/http.h"
@@ -97,6 +98,28 @@ segment_end(char *dst, size_t dstlen, size_t o, size_t *seg, bool slash,
 	return (ssize_t)o;
 }
 
+/*
+ * Most paths need none of the work below: printable ASCII with no '%'
+ * and no "//", "/." that could start an empty or dot segment.  Such a
+ * path is its own normal form; true when src is one.
+ */
+static bool
+plain(const char *src, size_t len)
+{
+	size_t i;
+	unsigned char c;
+
+	for (i = 0; i < len; i++) {
+		c = (unsigned char)src[i];
+		if (c <= 0x20 || c >= 0x7f || c == '%')
+			return false;
+		if (c == '/' && i + 1 < len &&
+		    (src[i + 1] == '/' || src[i + 1] == '.'))
+			return false;
+	}
+	return true;
+}
+
 ssize_t
 http_path_normalize(char *dst, size_t dstlen, const char *src,
     size_t srclen, int *status)
@@ -109,6 +132,11 @@ http_path_normalize(char *dst, size_t dstlen, const char *src,
 
 	if (srclen == 0 || src[0] != '/')
 		goto bad;
+	if (srclen < dstlen && plain(src, srclen)) {
+		memcpy(dst, src, srclen);
+		dst[srclen] = '\0';
+		return (ssize_t)srclen;
+	}
 	if (dstlen < 2) {
 		st = 414;
 		goto bad;

@@ -21,7 +21,7 @@
 
 /* The output buffer starts as a pooled one and grows by malloc(). */
 char *
-obuf_reserve(struct conn *c, size_t n)
+obuf_grow(struct conn *c, size_t n)
 {
 	size_t size;
 	char *p;
@@ -95,22 +95,10 @@ seg_mem(struct conn *c, const void *p, size_t len)
 	return s;
 }
 
-/* Appends to the output buffer, extending the last segment if it ends
- * there, so headers of pipelined responses stay one iovec. */
+/* The n bytes at the end of the buffer start a new segment. */
 void
-obuf_commit(struct conn *c, size_t n)
+obuf_seg(struct conn *c, size_t n)
 {
-	struct oseg *last;
-
-	if (c->stail > c->shead) {
-		last = &c->segs[c->stail - 1];
-		if (last->type == SEG_OBUF && last->off + last->len == c->olen) {
-			last->len += n;
-			c->olen += n;
-			c->opending += n;
-			return;
-		}
-	}
 	if (seg_new(c, SEG_OBUF, n) == NULL) {
 		/* Cannot happen: the caller checked OSEG_RESERVE. */
 		c->broken = true;
@@ -118,19 +106,6 @@ obuf_commit(struct conn *c, size_t n)
 	}
 	c->segs[c->stail - 1].off = c->olen;
 	c->olen += n;
-}
-
-void
-obuf_add(struct conn *c, const void *p, size_t n)
-{
-	char *dst = obuf_reserve(c, n);
-
-	if (dst == NULL) {
-		c->broken = true;
-		return;
-	}
-	memcpy(dst, p, n);
-	obuf_commit(c, n);
 }
 
 static void
