@@ -14,6 +14,7 @@
 static const size_t pool_size[BUF_KINDS] = {
 	[BUF_IN] = IBUF_INIT,
 	[BUF_OUT] = OBUF_INIT,
+	[BUF_OUT_BIG] = OBUF_BIG,
 	[BUF_SEGS] = OSEG_MAX * sizeof(struct oseg),
 	[BUF_RQ] = sizeof(struct conn_rq),
 };

@@ -27,6 +27,7 @@
 
 #define IBUF_INIT	4096
 #define OBUF_INIT	4096
+#define OBUF_BIG	(4 * OBUF_INIT)
 #define OSEG_MAX	128
 #define OSEG_RESERVE	40	/* room one response may need */
 #define OUT_HIGH	(256 * 1024)
@@ -185,11 +186,11 @@ conn_client_addr(const struct conn *c)
 
 /*
  * bufpool.c: the buffers a connection holds only while it is busy.  The
- * input and output buffers start at these sizes (and grow with malloc()
- * beyond them); the segment array is OSEG_MAX segments; BUF_RQ is a
- * struct conn_rq.
+ * input and output buffers start at these sizes (the output one moves to
+ * OBUF_BIG, then grows with realloc(); see output.c); the segment array
+ * is OSEG_MAX segments; BUF_RQ is a struct conn_rq.
  */
-enum buf_kind { BUF_IN, BUF_OUT, BUF_SEGS, BUF_RQ, BUF_KINDS };
+enum buf_kind { BUF_IN, BUF_OUT, BUF_OUT_BIG, BUF_SEGS, BUF_RQ, BUF_KINDS };
 
 /* A buffer of kind k, from the free list or malloc(); NULL when out of
  * memory. */

@@ -19,10 +19,23 @@
 #include "worker/static.h"
 #include "worker/tls.h"
 
-/* The output buffer starts as a pooled one and grows by malloc(). */
+/*
+ * The output buffer starts as a pooled one of OBUF_INIT bytes.  A head
+ * with a proxied body of a few KB beside it moves to a pooled one of
+ * OBUF_BIG, so that such responses cost no malloc() and free() each;
+ * past that it grows by realloc().
+ */
+static enum buf_kind
+obuf_kind(size_t size)
+{
+	return size == OBUF_INIT ? BUF_OUT : size == OBUF_BIG ? BUF_OUT_BIG :
+	    BUF_KINDS;
+}
+
 char *
 obuf_grow(struct conn *c, size_t n)
 {
+	enum buf_kind kind;
 	size_t size;
 	char *p;
 
@@ -31,15 +44,18 @@ obuf_grow(struct conn *c, size_t n)
 	size = c->osize ? c->osize : OBUF_INIT;
 	while (size < c->olen + n)
 		size *= 2;
-	if (size == OBUF_INIT)
-		p = buf_get(BUF_OUT);
-	else if (c->osize == OBUF_INIT) {
-		if ((p = malloc(size)) != NULL) {
-			memcpy(p, c->obuf, c->olen);
-			buf_put(BUF_OUT, c->obuf);
-		}
-	} else
+	if (size > OBUF_INIT && size < OBUF_BIG)
+		size = OBUF_BIG;
+	kind = obuf_kind(size);
+	if (c->osize > OBUF_BIG)
 		p = realloc(c->obuf, size);
+	else {
+		p = kind != BUF_KINDS ? buf_get(kind) : malloc(size);
+		if (p != NULL && c->obuf != NULL) {
+			memcpy(p, c->obuf, c->olen);
+			buf_put(obuf_kind(c->osize), c->obuf);
+		}
+	}
 	if (p == NULL)
 		return NULL;
 	c->obuf = p;
@@ -54,8 +70,8 @@ out_release(struct conn *c)
 		return;
 	buf_put(BUF_SEGS, c->segs);
 	c->segs = NULL;
-	if (c->osize == OBUF_INIT)
-		buf_put(BUF_OUT, c->obuf);
+	if (c->osize <= OBUF_BIG)
+		buf_put(obuf_kind(c->osize), c->obuf);
 	else
 		free(c->obuf);
 	c->obuf = NULL;

@@ -835,16 +835,17 @@ uc_reusable(const struct upstream_conn *uc)
 }
 
 /*
- * Feeds body bytes rbuf[0..n) to the module and the handler.  False when
- * the exchange is gone (complete, failed or closed by the handler).
+ * Feeds body bytes buf[0..n), in rbuf, to the module and the handler.
+ * False when the exchange is gone (complete, failed or closed by the
+ * handler).
  */
 static bool
-uc_relay(struct upstream_conn *uc, size_t n)
+uc_relay(struct upstream_conn *uc, char *buf, size_t n)
 {
 	size_t len = n, data, out;
 	int rc;
 
-	rc = uc->proto->response_body(uc, uc->ctx, uc->rbuf, &len, &data);
+	rc = uc->proto->response_body(uc, uc->ctx, buf, &len, &data);
 	if (rc == HTTP_ERROR) {
 		uc_fail(uc, 502, true, "bad framing in the response body");
 		return false;
@@ -852,13 +853,13 @@ uc_relay(struct upstream_conn *uc, size_t n)
 	uc->body_bytes += data;
 	out = uc->decode ? data : len;
 	if (rc != HTTP_OK)
-		return uc->h->body(uc->arg, uc->rbuf, out, false);
+		return uc->h->body(uc->arg, buf, out, false);
 	if (len < n)
 		log_warn("upstream %s sent %zu bytes after the response; "
 		    "closing it", upstream_peer_name(uc->peer), n - len);
 	uc->state = UC_DONE;		/* first: a clean end for the session */
 	uc_detach(uc, len == n && uc_reusable(uc));
-	uc->h->body(uc->arg, uc->rbuf, out, true);
+	uc->h->body(uc->arg, buf, out, true);
 	return false;
 }
 
@@ -867,6 +868,7 @@ static bool
 uc_headed(struct upstream_conn *uc, size_t n)
 {
 	bool decode = false;
+	size_t len;
 
 	upstream_peer_ok(uc->peer);
 	STATS_HIST(&upstream_peer_stats(uc->up, uc->peer)->response,
@@ -881,12 +883,12 @@ uc_headed(struct upstream_conn *uc, size_t n)
 	uc->decode = decode;
 	uc->proto->body_init(uc->ctx, &uc->resp, decode);
 	uc->state = UC_BODY;
-	uc->rlen -= n;
-	memmove(uc->rbuf, uc->rbuf + n, uc->rlen);
-	/* Also with no bytes after the head: an empty body is done. */
-	n = uc->rlen;
+	/* The body bytes read with the head go out from where they are: the
+	 * next read starts at rbuf again, as every body read does. */
+	len = uc->rlen - n;
 	uc->rlen = 0;
-	return uc_relay(uc, n);
+	/* Also with no bytes after the head: an empty body is done. */
+	return uc_relay(uc, uc->rbuf + n, len);
 }
 
 /* Parses the response head in rbuf; true when the exchange goes on. */
@@ -994,7 +996,7 @@ read_cb(evutil_socket_t fd, short what, void *arg)
 	}
 	n = (ssize_t)uc->rlen;
 	uc->rlen = 0;
-	if (uc_relay(uc, (size_t)n))
+	if (uc_relay(uc, uc->rbuf, (size_t)n))
 		uc_more(uc);
 }
 
