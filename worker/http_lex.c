@@ -194,6 +194,10 @@ field_line(const char **pp, struct http_header *h, bool lf)
 	while (IS(*p, C_WS))
 		p++;
 	v = p;
+	/* Four at a time: values are the longest runs a request has. */
+	while (IS(p[0], C_VALUE) && IS(p[1], C_VALUE) &&
+	    IS(p[2], C_VALUE) && IS(p[3], C_VALUE))
+		p += 4;
 	while (IS(*p, C_VALUE))
 		p++;
 	e = p;

@@ -468,6 +468,30 @@ field_line(struct http_request *r, const char **pp, struct http_header *h)
 	return why == NULL ? HTTP_OK : fail(r, 400, why);
 }
 
+/*
+ * http_host_check() of a Host value, with the answer for the last value
+ * kept: a client names the same host in each of its requests.
+ */
+static ssize_t
+host_check(struct span host)
+{
+	static struct {
+		size_t len;
+		ssize_t hl;
+		char host[64];
+	} last = { .hl = -2 };
+
+	if (last.hl != -2 && host.len == last.len &&
+	    memcmp(host.p, last.host, host.len) == 0)
+		return last.hl;
+	if (host.len > sizeof(last.host))
+		return http_host_check(host.p, host.len);
+	last.len = host.len;
+	last.hl = http_host_check(host.p, host.len);
+	memcpy(last.host, host.p, host.len);
+	return last.hl;
+}
+
 /* The checks that need all fields, in order of severity. */
 static int
 fields_done(struct http_request *r, struct fields *f)
@@ -477,7 +501,7 @@ fields_done(struct http_request *r, struct fields *f)
 	if (r->version == 11 && !f->has_host)
 		return fail(r, 400, "missing Host");
 	if (f->has_host && r->host.p == NULL) {
-		hl = http_host_check(f->host.p, f->host.len);
+		hl = host_check(f->host);
 		if (hl < 0)
 			return fail(r, 400, "invalid Host");
 		r->host.p = f->host.p;

@@ -80,9 +80,8 @@ listens_on(const struct config_server *s, int lidx)
 	return false;
 }
 
-/* Among the servers on this address: the name, else the default one. */
-size_t
-request_server(struct span host, int lidx)
+static size_t
+find_server(struct span host, int lidx)
 {
 	const struct config *cf = worker.cf;
 	size_t i, j, dflt = 0;
@@ -99,6 +98,38 @@ request_server(struct span host, int lidx)
 				return i;
 	}
 	return dflt;
+}
+
+/*
+ * Among the servers on this address: the name, else the default one.
+ * The answer for the last Host is kept (the config does not change in a
+ * worker's life): keep-alive and pipelined requests name the same host
+ * again and again.
+ */
+size_t
+request_server(struct span host, int lidx)
+{
+	static struct {
+		bool set;
+		int lidx;
+		size_t len, srv;
+		char host[64];
+	} last;
+	size_t srv;
+
+	if (host.p != NULL && last.set && lidx == last.lidx &&
+	    host.len == last.len &&
+	    memcmp(host.p, last.host, host.len) == 0)
+		return last.srv;
+	srv = find_server(host, lidx);
+	if (host.p != NULL && host.len <= sizeof(last.host)) {
+		last.set = true;
+		last.lidx = lidx;
+		last.len = host.len;
+		last.srv = srv;
+		memcpy(last.host, host.p, host.len);
+	}
+	return srv;
 }
 
 /* Regular expressions and variables ---------------------------------- */
