@@ -3,11 +3,13 @@
  * code makes in a worker process, so the tests can check that an
  * allocation failure costs one request or one connection and never the
  * worker.  Allocations made by libc, libevent and the rest are left alone,
- * as are the master's and a worker's first few (its start-up).
+ * as are the master's and a worker's start-up ones: counting begins at
+ * the worker's first accept4(), so the count does not depend on how much
+ * its start-up allocates.
  *
  *   CORRAL_FAILMALLOC_EVERY=N   fail one counted allocation in N, at
  *                               pseudo-random (a fixed sequence per process)
- *   CORRAL_FAILMALLOC_SKIP=K    count none of a worker's first K
+ *   CORRAL_FAILMALLOC_SKIP=K    count none of the first K after that
  *   CORRAL_FAILMALLOC_LOG=FILE  append one line per failure
  *
  * glibc's __libc_* entry points do the real work, so no dlsym() is needed
@@ -25,6 +27,8 @@
 #include <link.h>
 #include <sys/auxv.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 extern void *__libc_malloc(size_t);
@@ -36,6 +40,7 @@ static uintptr_t text_lo, text_hi;	/* the executable's code */
 static unsigned long seen, failed;
 static uint64_t rnd = 0x9e3779b97f4a7c15ULL;
 static bool worker;
+static bool accepting;		/* the worker's start-up is over */
 
 static void
 setup(void)
@@ -97,7 +102,7 @@ fail_now(void *caller, const char *what, size_t n)
 {
 	if (every == -1)
 		setup();
-	if (every <= 0 || (uintptr_t)caller < text_lo ||
+	if (every <= 0 || !accepting || (uintptr_t)caller < text_lo ||
 	    (uintptr_t)caller >= text_hi || !in_worker())
 		return false;
 	if (++seen <= (unsigned long)skip)
@@ -136,4 +141,13 @@ realloc(void *p, size_t n)
 	if (fail_now(__builtin_return_address(0), "realloc", n))
 		return NULL;
 	return __libc_realloc(p, n);
+}
+
+/* The first accept4() ends the start-up: a worker accepts once it is
+ * ready.  Made as a system call, so no libc symbol is needed. */
+int
+accept4(int fd, struct sockaddr *addr, socklen_t *len, int flags)
+{
+	accepting = true;
+	return (int)syscall(SYS_accept4, fd, addr, len, flags);
 }
