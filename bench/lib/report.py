@@ -423,6 +423,12 @@ def markdown(ctx, cases):
                    "the kernel costs for the exchange, so the least any "
                    "server can spend here. \"(floor …)\" in the targets "
                    "is its ratio to nginx.")
+    if any(c.suite == "tls" and c.get("floor") for c in cases):
+        out.append("- Suite tls: its floor is bench/tls_floor, corral's "
+                   "response for every request with one SSL_read and one "
+                   "SSL_write (read/write with kernel TLS), and bare "
+                   "handshakes resumed from OpenSSL's own session cache "
+                   "and tickets.")
     if any(is_ops(c) for c in cases):
         out.append("- ops/s (suite store): operations per second of "
                    "bench/store_bench, all its processes together. "

@@ -13,6 +13,7 @@ import re
 import resource
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import time
@@ -375,9 +376,16 @@ class PhpFpm(Server):
             _tail(out) or _tail(os.path.join(self.dir, "error.log"))))
 
 
-def capture(port, path):
-    """The exact bytes of one response to GET path, as wrk asks for it."""
-    with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+def capture(port, path, tls=False):
+    """The exact bytes of one response to GET path, as wrk asks for it;
+    over TLS (no certificate check) with tls."""
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as raw:
+        s = raw
+        if tls:
+            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+            ctx.check_hostname = False
+            ctx.verify_mode = ssl.CERT_NONE
+            s = ctx.wrap_socket(raw, server_hostname="localhost")
         s.sendall(("GET %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n"
                    % (path, port)).encode())
         data = b""
@@ -422,6 +430,33 @@ class Floor(Server):
             args.append("%s=%s" % (path, f))
         self.launch([self.path, str(self.port)] + args,
                     self.ctx.server_cpus, "floor: ")
+
+
+class TlsFloor(Server):
+    """bench/tls_floor, the TLS floor: corral's own response, captured
+    before the run, sent for every request with one SSL_write after one
+    SSL_read (or write/read on kernel TLS), and bare handshakes that
+    resume from OpenSSL's own session cache and tickets.  Its row is named
+    floor, like the other floors."""
+
+    name = "floor"
+
+    def __init__(self, ctx, path):
+        super().__init__(ctx, path)
+        self.conf = "tls_floor"
+
+    def version(self):
+        return "bench/tls_floor"
+
+    def start(self, suite, cert, key, response, ktls, tickets):
+        self.prepare(suite)
+        f = os.path.join(self.dir, "response.http")
+        with open(f, "wb") as out:
+            out.write(response)
+        self.launch([self.path] + (["-k"] if ktls else []) +
+                    ([] if tickets else ["-T"]) +
+                    [str(self.port), cert, key, f],
+                    self.ctx.server_cpus, "tls_floor: ")
 
 
 class Relay(Server):
@@ -513,6 +548,25 @@ def start_fcgi_relay(ctx, suite, socket_path, root, uri, keepalive):
         return None
     ctx.running.append(relay)
     return relay
+
+
+def start_tls_floor(ctx, suite, corral, path, cert, key, ktls, tickets):
+    """The TLS floor answering what corral answers to path now, with the
+    certificate, kernel TLS and tickets as given; None (with a note) when
+    it cannot run."""
+    tool = bench_tool(ctx, suite, "tls_floor", "the floor rows are")
+    if tool is None:
+        return None
+    floor = TlsFloor(ctx, tool)
+    try:
+        floor.start(suite, cert, key, capture(corral.port, path, tls=True),
+                    ktls, tickets)
+    except (OSError, ServerFailed) as e:
+        ctx.note("%s: floor: %s" % (suite, e))
+        floor.stop()
+        return None
+    ctx.running.append(floor)
+    return floor
 
 
 def start_floor(ctx, suite, corral, paths):

@@ -5,6 +5,12 @@ and 1 MB over kept-alive TLS connections, with kernel TLS on and off.
 
 Handshakes come from `openssl s_time` (-new, -reuse), which prints one
 character per connection, 'r' when it resumed; requests from h2load --h1.
+
+The floor rows are bench/tls_floor with the same certificate, kernel TLS
+and tickets: corral's 100 B response for every request (one SSL_read and
+one SSL_write each), handshakes with OpenSSL's own session cache and
+ticket keys.  The 1 MB cases have none (corral sends those with sendfile,
+which the floor does not).
 """
 
 import os
@@ -16,7 +22,7 @@ import time
 import procstat
 from common import pinned, say
 from load import Case, Result
-from servers import start_all, stop_all
+from servers import start_all, start_tls_floor, stop_all
 
 NAME = "tls"
 
@@ -51,6 +57,9 @@ CASES = (
 )
 
 SMOKE = ("hs-full-ec", "hs-ticket-13", "hs-sessid-12", "req-100b")
+
+# Cases without a floor row.
+NO_FLOOR = ("req-1m-ktls", "req-1m")
 
 
 def _pki(ctx):
@@ -162,12 +171,16 @@ def run(ctx):
                  "KTLS_LINE": "ssl_conf_command Options KTLS;"
                  if ktls == "on" else ""}
         servers = start_all(ctx, NAME, extra)
+        floor = _floor(ctx, servers, pki[kind], tickets, ktls)
         try:
             for key, title, k, v, client in cases:
                 if (k, v) != group:
                     continue
                 case = Case(NAME, key, title, client[0])
-                for srv in servers:
+                order = list(servers)
+                if floor and key not in NO_FLOOR:
+                    order.insert(1, floor)      # right after corral
+                for srv in order:
                     r = _measure(ctx, srv, client)
                     case.results.append(r)
                     ctx.progress(case, r)
@@ -180,7 +193,17 @@ def run(ctx):
                             ctx.passed += 1
                 out.append(case)
         finally:
-            stop_all(ctx, servers)
+            stop_all(ctx, servers + ([floor] if floor else []))
     if not out:
         say("%s: nothing to run" % NAME)
     return out
+
+
+def _floor(ctx, servers, pki, tickets, ktls):
+    """The floor for a group of cases: bench/tls_floor with corral's 100 B
+    response, the group's certificate, tickets and kernel TLS."""
+    corral = [s for s in servers if s.name == "corral"]
+    if ctx.smoke or not corral:
+        return None
+    return start_tls_floor(ctx, NAME, corral[0], "/100b.bin", pki[0],
+                           pki[1], ktls == "on", tickets == "on")
