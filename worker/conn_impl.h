@@ -1,10 +1,10 @@
 /*
  * The inside of a client connection, shared by the files that make up the
  * connection layer: conn.c (reading, parsing, timers, life cycle),
- * output.c (the queue of segments and writing it), resp.c (building
- * responses), request.c (choosing a server and a handler), access_log.c
- * and tls.c (SNI picks a server).  Nothing outside these files includes
- * it.
+ * conn_peer.c (who the client is), output.c (the queue of segments and
+ * writing it), resp.c (building responses), request.c (choosing a server
+ * and a handler), access_log.c and tls.c (SNI picks a server).  Nothing
+ * outside these files includes it.
  */
 #ifndef CORRAL_CONN_IMPL_H
 #define CORRAL_CONN_IMPL_H
@@ -273,6 +273,18 @@ extern const char resp_allow[];		/* "Allow: ...\r\n" */
 extern const size_t resp_allow_len;
 /* Frees the pins kept for reuse; at exit. */
 void pin_free_all(void);
+
+/* conn_peer.c */
+
+/* Sets the connection's peer (c->peer, its port and address). */
+void conn_peer_set(struct conn *c, const struct sockaddr *sa);
+/* real_ip_from: the client a trusted proxy names in the request just
+ * parsed, or the connection's peer again. */
+void conn_real_ip(struct conn *c);
+/* Reads the PROXY protocol header into the input buffer, which the caller
+ * made; 1 when it is complete (the peer is then the client it names), 0
+ * when more is to come, -1 when the connection must close (logged). */
+int conn_pp_read(struct conn *c);
 
 /* request.c */
 
