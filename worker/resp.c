@@ -155,6 +155,75 @@ resp_end_headers(struct conn *c, int64_t len)
 	}
 }
 
+/* Builds k's response as it is for this second. */
+static bool
+kept_build(struct resp_kept *k, const char *lines, size_t n,
+    const void *body, uint64_t len)
+{
+	const char *sl;
+	size_t sln, want, blen = body != NULL ? (size_t)len : 0;
+	char *p;
+
+	sl = http_status_line(200, &sln);
+	want = sln + worker.common_len + n + 16 + 20 + 2 + 2 + blen;
+	if (want > k->size) {
+		if ((p = realloc(k->buf, want)) == NULL)
+			return false;
+		k->buf = p;
+		k->size = want;
+	}
+	p = k->buf;
+	memcpy(p, sl, sln);
+	p += sln;
+	memcpy(p, worker.common, worker.common_len);
+	p += worker.common_len;
+	memcpy(p, lines, n);
+	p += n;
+	memcpy(p, "Content-Length: ", 16);
+	p += 16;
+	p += http_u64(p, len);
+	memcpy(p, "\r\n\r\n", 4);
+	p += 4;
+	k->head = (size_t)(p - k->buf);
+	if (blen > 0)
+		memcpy(p, body, blen);
+	k->len = k->head + blen;
+	k->body = body != NULL;
+	k->at = worker.now;
+	return true;
+}
+
+bool
+resp_kept_200(struct conn *c, struct resp_kept *k, const char *lines,
+    size_t n, const void *body, uint64_t len)
+{
+	size_t want;
+	char *p;
+
+	if (!c->keepalive || c->rq->req.version == 10 ||
+	    (c->loc != NULL && c->loc->nheaders != 0))
+		return false;
+	if ((k->at != worker.now || k->body != (body != NULL)) &&
+	    !kept_build(k, lines, n, body, len))
+		return false;
+	want = c->head ? k->head : k->len;
+	if ((p = obuf_reserve(c, want)) == NULL)
+		return false;
+	memcpy(p, k->buf, want);
+	obuf_commit(c, want);
+	c->resp_status = 200;
+	return true;
+}
+
+void
+resp_kept_free(struct resp_kept *k)
+{
+	free(k->buf);
+	k->buf = NULL;
+	k->size = k->len = k->head = 0;
+	k->at = 0;
+}
+
 /*
  * A small body that fits in the output buffer as it is goes beside its
  * header lines: pipelined responses then leave as one iovec, not two
@@ -235,6 +304,12 @@ pin_take(const struct store_ref *ref)
 	p->ref = *ref;
 	p->uses = 1;
 	return p;
+}
+
+const char *
+pin_bytes(const struct pin *p)
+{
+	return p->ref.data;
 }
 
 void

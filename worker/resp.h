@@ -100,6 +100,41 @@ void resp_error(struct conn *c, int status);
 void resp_error_hdr(struct conn *c, int status, const char *lines,
     size_t len);
 
+/*
+ * A whole 200 response kept for reuse (a small file's): the status line,
+ * the common lines, the representation's lines, Content-Length and the
+ * end of the head, then the body when it is small; valid for the second
+ * of its Date line.  Zeroed: empty.
+ */
+struct resp_kept {
+	char *buf;
+	size_t head;			/* bytes of the head */
+	size_t len;			/* of the head and the body kept */
+	size_t size;			/* allocated */
+	bool body;			/* built with the body */
+	time_t at;			/* the second of its Date */
+};
+
+/* A body up to this long is kept with its head (it is copied beside the
+ * head anyway, see resp.c). */
+#define RESP_KEPT_BODY_MAX	512
+
+/*
+ * Queues the 200 kept in k, rebuilt first from lines and the body (NULL:
+ * not kept, the caller queues it; HEAD: left out) of len bytes when its
+ * Date is stale.  False, with nothing queued, when this response's head
+ * is not the kept one (Connection: close, HTTP/1.0, add_header) or there
+ * is no memory: build it piece by piece then.
+ */
+bool resp_kept_200(struct conn *c, struct resp_kept *k, const char *lines,
+    size_t n, const void *body, uint64_t len);
+
+/* Frees what k holds. */
+void resp_kept_free(struct resp_kept *k);
+
+/* Where a pin's value starts. */
+const char *pin_bytes(const struct pin *p);
+
 /* Records what the access log needs once the response is queued. */
 void resp_done(struct conn *c, int status, uint64_t body_bytes);
 

@@ -99,6 +99,7 @@ fentry_free(struct fentry *fe)
 		free(fe->ekey[e]);
 	}
 	free(fe->ctype);
+	resp_kept_free(&fe->kept);
 	free(fe);
 }
 
@@ -738,11 +739,37 @@ make_expires(void)
 		cur.elen = (size_t)n;
 }
 
+/*
+ * The plain 200 of a file, the answer to nearly every request for it:
+ * one copy of its kept head, with the body when it is small and in
+ * memory.  False when this response is another one.
+ */
+static bool
+serve_kept(struct conn *c, struct fentry *fe)
+{
+	const void *body = NULL;
+
+	if (cur.elen != 0)
+		return false;
+	if (fe->size <= RESP_KEPT_BODY_MAX)
+		body = fe->data != NULL ? fe->data : fe->pin != NULL ?
+		    pin_bytes(fe->pin) + fe->pin_body : NULL;
+	if (!resp_kept_200(c, &fe->kept, fe->hdr, fe->hdr_len, body,
+	    (uint64_t)fe->size))
+		return false;
+	if (body == NULL && !resp_is_head(c))
+		static_send_body(c, fe, 0, fe->size);
+	resp_done(c, 200, resp_is_head(c) ? 0 : (uint64_t)fe->size);
+	return true;
+}
+
 static void
 serve_whole(struct conn *c, struct fentry *fe)
 {
 	int status = cur.status != 0 ? cur.status : 200;
 
+	if (status == 200 && serve_kept(c, fe))
+		return;
 	resp_status(c, status);
 	resp_header(c, fe->hdr, fe->hdr_len);
 	resp_header(c, cur.extra, cur.elen);

@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include "worker/http.h"
+#include "worker/resp.h"
 
 struct conn;
 struct pin;
@@ -52,6 +53,7 @@ struct fentry {
 	char *ehdr[ENC_COUNT];		/* the same for each copy, with
 					   Content-Encoding last */
 	size_t ehdr_len[ENC_COUNT];
+	struct resp_kept kept;		/* the plain 200, see serve_kept() */
 	size_t eetag_len[ENC_COUNT];
 	char eetag[ENC_COUNT][56];
 	char *ctype;			/* type with the location's charset */
