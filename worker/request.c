@@ -334,8 +334,20 @@ route_error(int status)
  * REWRITE_NEXT when none did (*changed says whether the URI changed),
  * or -1 when the request is answered (redirect or error).
  */
-static int
+static int do_rewrites(struct conn *c, const struct config_location *l,
+    bool *changed);
+
+static inline int
 run_rewrites(struct conn *c, const struct config_location *l,
+    bool *changed)
+{
+	*changed = false;
+	/* Most locations have none: no call, and no frame of PATH_MAX. */
+	return l->nrewrites == 0 ? REWRITE_NEXT : do_rewrites(c, l, changed);
+}
+
+static int
+do_rewrites(struct conn *c, const struct config_location *l,
     bool *changed)
 {
 	const struct config_rewrite *rw;
@@ -344,7 +356,6 @@ run_rewrites(struct conn *c, const struct config_location *l,
 	ssize_t n;
 	size_t ul;
 
-	*changed = false;
 	for (rw = l->rewrites; rw < l->rewrites + l->nrewrites; rw++) {
 		if (!re_match(rw->re, rt.uri, rt.urilen))
 			continue;
@@ -424,7 +435,8 @@ run_access(struct conn *c, const struct config_location *l)
 		route_error(st);
 		return ROUTE_ANSWER;
 	}
-	if (!acl_allows(l, conn_client_family(c), conn_client_addr(c))) {
+	if (l->nacl == 0 ? !l->acl_default_allow :
+	    !acl_allows(l, conn_client_family(c), conn_client_addr(c))) {
 		log_info("client %s: access forbidden by rule", c->peer);
 		route_error(403);
 		return ROUTE_ANSWER;
@@ -682,13 +694,26 @@ dotfile(const char *uri, size_t len)
 	return false;
 }
 
+/* Files under an alias: the path below it is made apart. */
+static void
+handle_alias(struct conn *c, const struct config_location *l)
+{
+	char rel[PATH_MAX];
+	ssize_t n;
+
+	n = map_path(c, l, rt.uri, rt.urilen, rel, sizeof(rel));
+	if (n < 0) {
+		resp_error(c, 414);
+		return;
+	}
+	static_serve(c, l, rt.uri, rt.urilen, rel, (size_t)n, 0);
+}
+
 static void
 handle_files(struct conn *c)
 {
 	const struct config_location *l = c->loc;
 	const struct http_request *r = &c->rq->req;
-	char rel[PATH_MAX];
-	ssize_t n;
 
 	switch (r->method) {
 	case HTTP_M_GET:
@@ -712,12 +737,11 @@ handle_files(struct conn *c)
 		resp_error(c, 403);
 		return;
 	}
-	n = map_path(c, l, rt.uri, rt.urilen, rel, sizeof(rel));
-	if (n < 0) {
-		resp_error(c, 414);
-		return;
-	}
-	static_serve(c, l, rt.uri, rt.urilen, rel, (size_t)n, 0);
+	/* Under a root, the path below it is $uri itself (map_path()). */
+	if (l->alias)
+		handle_alias(c, l);
+	else
+		static_serve(c, l, rt.uri, rt.urilen, rt.uri, rt.urilen, 0);
 }
 
 void
