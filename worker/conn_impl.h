@@ -1,10 +1,10 @@
 /*
  * The inside of a client connection, shared by the files that make up the
  * connection layer: conn.c (reading, parsing, timers, life cycle),
- * conn_peer.c (who the client is), output.c (the queue of segments and
- * writing it), resp.c (building responses), request.c (choosing a server
- * and a handler), access_log.c and tls.c (SNI picks a server).  Nothing
- * outside these files includes it.
+ * conn_body.c (request bodies), conn_peer.c (who the client is), output.c
+ * (the queue of segments and writing it), resp.c (building responses),
+ * request.c (choosing a server and a handler), access_log.c and tls.c
+ * (SNI picks a server).  Nothing outside these files includes it.
  */
 #ifndef CORRAL_CONN_IMPL_H
 #define CORRAL_CONN_IMPL_H
@@ -273,6 +273,24 @@ extern const char resp_allow[];		/* "Allow: ...\r\n" */
 extern const size_t resp_allow_len;
 /* Frees the pins kept for reuse; at exit. */
 void pin_free_all(void);
+
+/* conn_body.c */
+
+/* Sets up reading the body of the request just parsed; false when it is
+ * refused (413 queued). */
+bool body_begin(struct conn *c);
+/*
+ * Takes the body bytes in the input buffer (to the proxy, if one has
+ * the request).  Returns 0 when the body is complete, HTTP_AGAIN when
+ * more is to come, or the status for a bad one.
+ */
+int body_consume(struct conn *c);
+/* When the body times out, in dl_now() milliseconds. */
+uint64_t body_due(const struct conn *c);
+/* Reading goes on after the proxy paused it. */
+void body_resumed(struct conn *c);
+/* A bad body while proxying: answers it unless the response has begun. */
+void body_failed(struct conn *c, int status);
 
 /* conn_peer.c */
 
