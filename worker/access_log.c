@@ -3,6 +3,8 @@
  * the server's log_format (worker/log_format.h) and written when full,
  * every log_flush, and before the worker exits, so a graceful stop or a
  * reload loses no line.  With log_flush = 0 each line is written at once.
+ * What a line says beyond the request (the upstream's address, status and
+ * times, the cache status) is set here by the proxy and the cache.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -21,6 +23,7 @@
 #include "worker/conn_impl.h"
 #include "worker/log_format.h"
 #include "worker/status.h"
+#include "worker/tls.h"
 
 #define ALOG_BUF	(32 * 1024)
 #define ALOG_LINE	8192
@@ -223,4 +226,86 @@ access_log_close(void)
 	if (flush_ev != NULL)
 		event_free(flush_ev);
 	flush_ev = NULL;
+}
+
+/* What the line says beyond the request, set as the response is made. */
+
+void
+conn_log_upstream(struct conn *c, const char *addr, int status,
+    int64_t connect_us, int64_t response_us)
+{
+	c->rq->log.upstream_addr = addr;
+	c->rq->log.upstream_status = status;
+	c->rq->log.upstream_connect_us = connect_us < 0 ? 0 : connect_us + 1;
+	c->rq->log.upstream_response_us = response_us < 0 ? 0 : response_us + 1;
+}
+
+void
+conn_log_upstream_next(struct conn *c)
+{
+	struct conn_log *l = &c->rq->log;
+
+	if (l->upstream_addr != NULL && l->ntries < CONN_LOG_TRIES)
+		l->tries[l->ntries++] = (struct log_try){ l->upstream_addr,
+		    l->upstream_status, l->upstream_connect_us - 1,
+		    l->upstream_response_us - 1 };
+	l->upstream_addr = NULL;
+	l->upstream_status = 0;
+	l->upstream_connect_us = l->upstream_response_us = 0;
+}
+
+void
+conn_log_cache(struct conn *c, const char *status)
+{
+	c->rq->log.cache_status = status;
+}
+
+const char *
+conn_tls_protocol(const struct conn *c)
+{
+	/* Asked only by a log format that has it: not kept per connection. */
+	return c->ssl != NULL && c->state != CS_HANDSHAKE ?
+	    tls_version(c->ssl) : NULL;
+}
+
+static size_t
+save_span(struct span *s, char *buf, size_t size, size_t used)
+{
+	size_t n = s->len < size - used ? s->len : size - used;
+
+	if (s->p == NULL)
+		return used;
+	memcpy(buf + used, s->p, n);
+	s->p = buf + used;
+	s->len = n;
+	return used + n;
+}
+
+void
+conn_save_request(struct conn *c, char *buf, size_t size,
+    struct http_header *hdrs)
+{
+	static const char *const names[] = { "Referer", "User-Agent" };
+	struct http_request *r = &c->rq->req;
+	struct span v;
+	size_t used = 0, n = 0, i;
+
+	for (i = 0; i < 2; i++) {
+		v = http_header_get(r, names[i]);
+		if (v.p == NULL)
+			continue;
+		hdrs[n].name.p = names[i];
+		hdrs[n].name.len = strlen(names[i]);
+		hdrs[n].value = v;
+		n++;
+	}
+	used = save_span(&r->method_name, buf, size, used);
+	used = save_span(&r->target, buf, size, used);
+	used = save_span(&r->host, buf, size, used);
+	for (i = 0; i < n; i++)
+		used = save_span(&hdrs[i].value, buf, size, used);
+	r->headers = hdrs;
+	r->nheaders = n;
+	memset(&r->path, 0, sizeof(r->path));
+	memset(&r->query, 0, sizeof(r->query));
 }
