@@ -63,6 +63,8 @@ struct http_request {
 					   the port */
 	int version;			/* 10 or 11 */
 	bool absolute_form;
+	bool path_plain;		/* path is its own normal form (see
+					   http_path_normalize()) */
 
 	struct http_header *headers;	/* caller's array (see parse) */
 	size_t nheaders;

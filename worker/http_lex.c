@@ -12,9 +12,11 @@
 #define WS	(C_VALUE | C_WS)		/* SP, HTAB */
 #define OB	C_VALUE				/* obs-text */
 #define HS	(C_TCHAR | C_VALUE)		/* '#' */
-#define DL	(C_TARGET | C_VALUE)		/* delimiters */
-#define SD	(C_TARGET | C_VALUE | C_HOST)	/* ( ) , ; = */
-#define TO	(C_TCHAR | C_TARGET | C_VALUE)	/* % ^ ` | */
+#define PS	(C_TARGET | C_VALUE)		/* / ? */
+#define DL	(PS | C_PATH)			/* other delimiters */
+#define SD	(DL | C_HOST)			/* ( ) , ; = */
+#define PC	(C_TCHAR | C_TARGET | C_VALUE)	/* % */
+#define TO	(PC | C_PATH)			/* ^ ` | */
 #define TH	(TO | C_HOST)			/* letters ! - . */
 #define HX	(TH | C_HEX)			/* A-F a-f */
 #define DG	(HX | C_DIGIT)			/* 0-9 */
@@ -25,9 +27,9 @@ const uint8_t http_cls[256] = {
 	/* 0x10 */
 	NO, NO, NO, NO, NO, NO, NO, NO, NO, NO, NO, NO, NO, NO, NO, NO,
 	/* SP !  "  #  $  %  &  '  (  )  *  +  ,  -  .  / */
-	WS, TH, DL, HS, TH, TO, TH, TH, SD, SD, TH, TH, SD, TH, TH, DL,
+	WS, TH, DL, HS, TH, PC, TH, TH, SD, SD, TH, TH, SD, TH, TH, PS,
 	/* 0  1  2  3  4  5  6  7  8  9  :  ;  <  =  >  ? */
-	DG, DG, DG, DG, DG, DG, DG, DG, DG, DG, DL, SD, DL, SD, DL, DL,
+	DG, DG, DG, DG, DG, DG, DG, DG, DG, DG, DL, SD, DL, SD, DL, PS,
 	/* @  A  B  C  D  E  F  G  H  I  J  K  L  M  N  O */
 	DL, HX, HX, HX, HX, HX, HX, TH, TH, TH, TH, TH, TH, TH, TH, TH,
 	/* P  Q  R  S  T  U  V  W  X  Y  Z  [  \  ]  ^  _ */
@@ -51,7 +53,9 @@ const uint8_t http_cls[256] = {
 #undef WS
 #undef OB
 #undef HS
+#undef PS
 #undef DL
+#undef PC
 #undef SD
 #undef TO
 #undef TH

@@ -20,6 +20,7 @@
 #define C_HEX		0x10
 #define C_DIGIT		0x20
 #define C_WS		0x40	/* SP, HTAB */
+#define C_PATH		0x80	/* request-target but '/', '%' and '?' */
 
 extern const uint8_t http_cls[256];
 

@@ -209,9 +209,13 @@ absolute_form(struct http_request *r, const char *p, size_t n)
 	return HTTP_OK;
 }
 
-/* Sorts the request-target into its form (RFC 9112 section 3.2). */
+/*
+ * Sorts the request-target into its form (RFC 9112 section 3.2); q is
+ * where an origin-form path ends ('?' or the end), plain whether that
+ * path is its own normal form.
+ */
 static int
-target_form(struct http_request *r)
+target_form(struct http_request *r, const char *q, bool plain)
 {
 	const char *p = r->target.p;
 	size_t n = r->target.len;
@@ -229,7 +233,13 @@ target_form(struct http_request *r)
 		return HTTP_OK;
 	}
 	if (p[0] == '/') {
-		split_query(r, p, n);
+		r->path.p = p;
+		r->path.len = (size_t)(q - p);
+		if (q < p + n) {
+			r->query.p = q + 1;
+			r->query.len = n - r->path.len - 1;
+		}
+		r->path_plain = plain;
 		return HTTP_OK;
 	}
 	if (p[0] == '*' && n == 1) {
@@ -244,13 +254,14 @@ target_form(struct http_request *r)
 }
 
 /*
- * Parses "method SP request-target SP HTTP-version CRLF" at *pp, which
- * find_end has made sure ends in CRLF.
+ * Parses "method SP request-target SP HTTP-version CRLF" at *pp; a LF
+ * before end stops every scan (parse_block() checks the CRLF).
  */
 static int
 request_line(struct http_request *r, const char **pp, const char *end)
 {
-	const char *p = *pp, *t, *v;
+	const char *p = *pp, *t, *v, *q;
+	bool plain = true;
 
 	r->method_name.p = p;
 	while (IS(*p, C_TCHAR))
@@ -260,7 +271,25 @@ request_line(struct http_request *r, const char **pp, const char *end)
 	r->method_name.len = (size_t)(p - r->method_name.p);
 	r->method = method_lookup(r->method_name.p, r->method_name.len);
 
+	/*
+	 * The path up to '?' is also looked at as http_path_normalize()
+	 * would: printable, no '%', no "//" or "/." (a '/' is never last in
+	 * the block, so p[1] can be read).
+	 */
 	t = ++p;
+	for (;;) {
+		while (IS(*p, C_PATH))
+			p++;
+		if (*p == '/') {
+			if (p[1] == '/' || p[1] == '.')
+				plain = false;
+		} else if (*p == '%')
+			plain = false;
+		else
+			break;
+		p++;
+	}
+	q = p;
 	while (IS(*p, C_TARGET))
 		p++;
 	if (*p == '\r')
@@ -283,15 +312,21 @@ request_line(struct http_request *r, const char **pp, const char *end)
 	r->version = v[7] == '0' ? 10 : 11;
 	*pp = v + 10;
 
-	return target_form(r);
+	return target_form(r, q, plain);
 }
 
 static enum field
 field_lookup(const char *p, size_t n)
 {
+	uint32_t w, host;
+
 	switch (n) {
 	case 4:
-		if (http_ieq(p, "host", 4))
+		/* Every request has one: a word's compare.  A tchar ORed
+		 * with 0x20 is a letter only when it was that letter. */
+		memcpy(&w, p, 4);
+		memcpy(&host, "host", 4);
+		if ((w | 0x20202020u) == host)
 			return F_HOST;
 		break;
 	case 5:
@@ -528,52 +563,97 @@ fields_done(struct http_request *r, struct fields *f)
 	return HTTP_OK;
 }
 
-/* Parses a complete header block of n bytes. */
-static int
-parse_block(struct http_request *r, const char *buf, size_t n,
+/*
+ * Parses a header block at buf.  checked: find_end() has seen all of it,
+ * so every line ends in CRLF and end is where the block ends.  Unchecked,
+ * end is one past the last LF of the buffer, where every scan stops (no
+ * scan takes CR or LF), and each line's CRLF and the request line's limit
+ * are checked here.  Returns the block's length, HTTP_ERROR, or (only
+ * unchecked) HTTP_AGAIN when the bytes are not a whole block this way.
+ */
+static inline ssize_t
+parse_block(struct http_request *r, const char *buf, const char *end,
     struct http_header *headers, size_t maxheaders,
-    const struct http_limits *lim)
+    const struct http_limits *lim, bool checked)
 {
-	const char *p = buf, *end = buf + n;
+	const char *p = buf;
 	struct fields f;
 	size_t cap;
 
 	memset(&f, 0, sizeof(f));
 	cap = lim->max_headers < maxheaders ? lim->max_headers : maxheaders;
 
-	while (*p == '\r')
+	for (;;) {
+		if (!checked && p == end)
+			return HTTP_AGAIN;
+		if (*p != '\r')
+			break;
+		if (!checked && p[1] != '\n')
+			return HTTP_AGAIN;
 		p += 2;
+	}
 	if (request_line(r, &p, end) == HTTP_ERROR)
 		return HTTP_ERROR;
-	while (*p != '\r') {
+	if (!checked && (p[-1] != '\n' ||
+	    (size_t)(p - buf) > lim->max_request_line))
+		return HTTP_AGAIN;
+	for (;;) {
+		if (!checked && p == end)
+			return HTTP_AGAIN;
+		if (*p == '\r')
+			break;
 		if (r->nheaders == cap)
 			return fail(r, 431, "too many header fields");
 		if (field_line(r, &p, &headers[r->nheaders]) == HTTP_ERROR)
 			return HTTP_ERROR;
+		if (!checked && p[-1] != '\n')
+			return HTTP_AGAIN;
 		if (field(r, &f, &headers[r->nheaders++]) == HTTP_ERROR)
 			return HTTP_ERROR;
 	}
-	return fields_done(r, &f);
+	if (!checked && p[1] != '\n')
+		return HTTP_AGAIN;
+	if (fields_done(r, &f) == HTTP_ERROR)
+		return HTTP_ERROR;
+	return p + 2 - buf;
 }
 
+static void
+request_init(struct http_request *r, struct http_header *headers)
+{
+	memset(r, 0, sizeof(*r));
+	r->headers = headers;
+	r->content_length = -1;
+}
+
+/*
+ * A new request whose block is all in the buffer, the common case, is
+ * parsed in one pass: the block is not looked for first.  Anything else
+ * (a block still coming, a bare CR or LF, any error, a limit) goes the
+ * long way, find_end() then parse_block(), which gives the answer, so
+ * both ways answer alike by construction.
+ */
 ssize_t
 http_parse_request(struct http_request *r, const char *buf, size_t len,
     size_t *scan, struct http_header *headers, size_t maxheaders,
     const struct http_limits *lim)
 {
+	const char *lf;
 	ssize_t n;
 
+	if (*scan == 0 && (lf = memrchr(buf, '\n', len <
+	    lim->max_header_size ? len : lim->max_header_size)) != NULL) {
+		request_init(r, headers);
+		n = parse_block(r, buf, lf + 1, headers, maxheaders, lim,
+		    false);
+		if (n > 0)
+			return n;
+	}
 	n = find_end(r, buf, len, scan, lim);
 	if (n < 0)
 		return n;
-
-	memset(r, 0, sizeof(*r));
-	r->headers = headers;
-	r->content_length = -1;
-	if (parse_block(r, buf, (size_t)n, headers, maxheaders, lim) ==
-	    HTTP_ERROR)
-		return HTTP_ERROR;
-	return n;
+	request_init(r, headers);
+	return parse_block(r, buf, buf + n, headers, maxheaders, lim, true);
 }
 
 struct span

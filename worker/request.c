@@ -42,6 +42,7 @@ static struct {
 	int status;
 	char uri[PATH_MAX];	/* current $uri, normalised */
 	size_t urilen;
+	bool plain;		/* uri is the request's plain path: no "/." */
 	const char *args;	/* current $args */
 	size_t argslen;
 	char argsbuf[4096];
@@ -255,6 +256,7 @@ set_uri(const char *p, size_t len)
 	if (r < 0)
 		return false;
 	rt.urilen = (size_t)r;
+	rt.plain = false;
 	return true;
 }
 
@@ -617,6 +619,15 @@ request_route(struct conn *c)
 		rt.kind = K_OPTIONS;
 		return ROUTE_ANSWER;
 	}
+	/* The parser has seen whether the path needs normalising. */
+	if (r->path_plain && r->path.len < sizeof(rt.uri)) {
+		memcpy(rt.uri, r->path.p, r->path.len);
+		rt.uri[r->path.len] = '\0';
+		rt.urilen = r->path.len;
+		rt.plain = true;
+		return route_uri(c);
+	}
+	rt.plain = false;
 	len = http_path_normalize(rt.uri, sizeof(rt.uri), r->path.p,
 	    r->path.len, &status);
 	if (len < 0) {
@@ -731,7 +742,7 @@ handle_files(struct conn *c)
 		resp_error(c, 405);
 		return;
 	}
-	if (!l->dotfiles && dotfile(rt.uri, rt.urilen)) {
+	if (!l->dotfiles && !rt.plain && dotfile(rt.uri, rt.urilen)) {
 		log_info("client %s: \"%s\" is a dotfile: forbidden", c->peer,
 		    rt.uri);
 		resp_error(c, 403);

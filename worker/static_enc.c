@@ -216,10 +216,14 @@ serve_static_file(struct conn *c, struct fentry *fe, struct span ae)
 bool
 static_serve_encoded(struct conn *c, struct fentry *fe)
 {
-	struct span ae = http_header_get(conn_req(c), "Accept-Encoding");
 	unsigned offer = fe->encs;
+	struct span ae;
 	int pick;
 
+	/* Nothing to offer: what the client accepts does not matter. */
+	if (offer == 0 && (cur.loc == NULL || !cur.loc->gzip_static))
+		return false;
+	ae = http_header_get(conn_req(c), "Accept-Encoding");
 	if (ae.p == NULL)
 		return false;
 	if (cur.loc != NULL && cur.loc->gzip_static &&

@@ -132,6 +132,7 @@ check_at_once(const char *data, size_t n, ssize_t rc,
 		FUZZ_CHECK(r2.keepalive == r->keepalive);
 		FUZZ_CHECK(r2.expect_continue == r->expect_continue);
 		FUZZ_CHECK(r2.absolute_form == r->absolute_form);
+		FUZZ_CHECK(r2.path_plain == r->path_plain);
 		FUZZ_CHECK(r2.path.len == r->path.len &&
 		    memcmp(r2.path.p, r->path.p, r->path.len) == 0);
 		FUZZ_CHECK(span_same(r2.query, buf2, r->query, buf));
@@ -162,6 +163,10 @@ use_request(const struct http_request *r)
 		FUZZ_CHECK(status == 400 || status == 414);
 	else
 		FUZZ_CHECK((size_t)len < sizeof(path) && path[len] == '\0');
+	/* A path the parser calls plain is its own normal form. */
+	if (r->path_plain && r->path.len < sizeof(path))
+		FUZZ_CHECK(len == (ssize_t)r->path.len &&
+		    memcmp(path, r->path.p, r->path.len) == 0);
 	(void)http_header_get(r, "Referer");
 	(void)http_header_get(r, "User-Agent");
 	rc = http_conditional(r, etag, sizeof(etag) - 1, 784111777);

@@ -667,6 +667,99 @@ Test(parse, absolute_form_target)
 	cr_expect(r.host.p == raw + 11, "host points into the target");
 }
 
+/* The parser says whether the path is its own normal form, as
+ * http_path_normalize() would find it. */
+Test(parse, plain_path)
+{
+	static const struct {
+		const char *target;
+		bool plain;
+	} t[] = {
+		{ "/", true }, { "/100b.bin", true }, { "/a/b/c.txt", true },
+		{ "/a/b?x=/../y//z%41", true }, { "/a/?", true },
+		{ "/a.b/c.", true }, { "/a//b", false }, { "/a/./b", false },
+		{ "/a/../b", false }, { "/.env", false }, { "/a/.", false },
+		{ "/%41", false }, { "/a%2Fb?q", false }, { "//", false },
+		{ "http://h/a", false }, { "*", false },
+	};
+	struct http_header h[NHDR];
+	struct http_request r;
+	char raw[256], norm[256];
+	size_t i, scan;
+	ssize_t n, len;
+	int status;
+
+	for (i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+		n = snprintf(raw, sizeof(raw), "%s %s HTTP/1.1\r\nHost: h\r\n"
+		    "\r\n", t[i].target[0] == '*' ? "OPTIONS" : "GET",
+		    t[i].target);
+		scan = 0;
+		cr_assert_eq(http_parse_request(&r, raw, (size_t)n, &scan, h,
+		    NHDR, &lim), n, "%s: %s", t[i].target, r.error);
+		cr_expect_eq(r.path_plain, t[i].plain, "%s: plain %d",
+		    t[i].target, r.path_plain);
+		if (!r.path_plain)
+			continue;
+		len = http_path_normalize(norm, sizeof(norm), r.path.p,
+		    r.path.len, &status);
+		cr_expect(len == (ssize_t)r.path.len &&
+		    memcmp(norm, r.path.p, r.path.len) == 0,
+		    "%s: normalised to %s", t[i].target, norm);
+	}
+}
+
+/*
+ * Pipelined requests in one buffer: each complete one is parsed in one
+ * pass, and what follows it is judged as if it came alone.
+ */
+Test(parse, pipelined_in_one_buffer)
+{
+	static const char one[] = "GET /a HTTP/1.1\r\nHost: h\r\n\r\n";
+	static const struct {
+		const char *next;
+		ssize_t rc;
+		int status;
+	} t[] = {
+		{ "GET /b HTTP/1.1\r\nHost: h\r\n\r\n", 28, 0 },
+		{ "GET /b HTTP/1.1\r\nHo", HTTP_AGAIN, 0 },
+		{ "GET /b HTTP/1.1\r\nHost: h\r\n\r", HTTP_AGAIN, 0 },
+		{ "GET /b HTTP/1.1\r\nHost: h\rx\r\n\r\n", HTTP_ERROR, 400 },
+		{ "GET /b HTTP/1.1\r\nHost: h\nX: y\r\n\r\n", HTTP_ERROR,
+		  400 },
+		{ "GET /b HTTP/1.1\r\nHost: h\r\n\n", HTTP_ERROR, 400 },
+		{ "GET /b HTTP/1.1\r\nHost: h\r\n\rX", HTTP_ERROR, 400 },
+		{ "GET /b HTTP/1.1\n\r\n", HTTP_ERROR, 400 },
+		{ "\r\nGET /b HTTP/1.1\r\nHost: h\r\n\r\n", 30, 0 },
+		{ "\r\rGET /b HTTP/1.1\r\nHost: h\r\n\r\n", HTTP_ERROR, 400 },
+		{ "GET /b HTTP/1.1\r\n\r\n", HTTP_ERROR, 400 },
+	};
+	struct http_header h[NHDR];
+	struct http_request r;
+	char buf[256];
+	size_t i, n, scan;
+	ssize_t rc;
+
+	for (i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+		n = (size_t)snprintf(buf, sizeof(buf), "%s%s", one,
+		    t[i].next);
+		scan = 0;
+		rc = http_parse_request(&r, buf, n, &scan, h, NHDR, &lim);
+		cr_assert_eq(rc, (ssize_t)sizeof(one) - 1, "%zu: first %zd",
+		    i, rc);
+		cr_expect(span_is(r.path, "/a"));
+		scan = 0;
+		rc = http_parse_request(&r, buf + rc, n - (size_t)rc, &scan,
+		    h, NHDR, &lim);
+		cr_expect_eq(rc, t[i].rc, "%zu: %zd, want %zd", i, rc,
+		    t[i].rc);
+		if (rc == HTTP_ERROR)
+			cr_expect_eq(r.status, t[i].status, "%zu: status %d",
+			    i, r.status);
+		else if (rc > 0)
+			cr_expect(span_is(r.path, "/b") && r.keepalive);
+	}
+}
+
 /* The same buffer growing in place, as a connection reads into it. */
 Test(parse, incremental_in_one_buffer)
 {
