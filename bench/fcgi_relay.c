@@ -16,11 +16,6 @@
  * Usage: fcgi_relay [-k CONNS] PORT FPM_SOCKET DOCUMENT_ROOT URI
  */
 #include <errno.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <signal.h>
-#include <stdbool.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,70 +25,23 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#define RBUF		8192
-#define UBUF		65536
+#include "bench/relay_core.h"
+
 #define FCGI_HEAD	8
 #define FCGI_STDOUT	6
 #define FCGI_END	3
 
-struct up;
-
-/* What an epoll event points at: a client or a php-fpm connection. */
-struct sock {
-	int fd;
-	bool is_up;
-};
-
-/* A client connection, with its request bytes. */
-struct client {
-	struct sock s;
-	struct up *up;		/* the php-fpm connection answering it */
-	struct client *next;	/* in the line for a php-fpm connection */
-	size_t rlen;		/* request bytes in rbuf */
-	size_t reqlen;		/* length of the first request, 0: none */
-	char rbuf[RBUF];
-};
-
 /* A php-fpm connection, idle or carrying one client's exchange. */
 struct up {
-	struct sock s;
-	struct client *c;
-	struct up *next;	/* in the idle list */
+	struct up_base b;
 	size_t rlen;		/* record bytes in rbuf */
 	size_t olen;		/* STDOUT payload gathered in out */
 	char rbuf[UBUF];
 	char out[UBUF];
 };
 
-static int ep;
-static struct sockaddr_un fpm = { .sun_family = AF_UNIX };
-static struct up *idle;
-static struct client *line_head, *line_tail;
-static unsigned nups, max_ups = 32;
 static char req[4096];		/* the FastCGI request, built once */
 static size_t reqlen;
-
-static void __attribute__((noreturn))
-die(const char *what)
-{
-	perror(what);
-	exit(1);
-}
-
-static void __attribute__((noreturn))
-fail(const char *what)
-{
-	fprintf(stderr, "fcgi_relay: %s\n", what);
-	exit(1);
-}
-
-static int
-watch(int op, int fd, void *ptr, uint32_t events)
-{
-	struct epoll_event ev = { .events = events, .data.ptr = ptr };
-
-	return epoll_ctl(ep, op, fd, &ev);
-}
 
 /* Appends one FastCGI name-value pair to the PARAMS body at p. */
 static char *
@@ -103,7 +51,7 @@ param(char *p, const char *name, const char *value)
 	size_t *lens[] = { &n, &v };
 
 	if ((size_t)(p - req) + n + v + 16 > sizeof(req))
-		fail("the parameters do not fit");
+		relay_fail("the parameters do not fit");
 	for (int i = 0; i < 2; i++) {
 		size_t l = *lens[i];
 
@@ -185,103 +133,13 @@ build(const char *port, const char *root, const char *uri)
 	reqlen = (size_t)(p + 2 * FCGI_HEAD - req);
 }
 
-static void
-up_close(struct up *u)
-{
-	close(u->s.fd);
-	free(u);
-	nups--;
-}
-
-static void
-client_free(struct client *c)
-{
-	close(c->s.fd);
-	free(c);
-}
-
-static void serve(struct client *c);
-
-/* The end of an exchange: the connection goes idle, or to the next
- * client in line. */
-static void
-up_release(struct up *u)
-{
-	struct client *c = line_head;
-
-	u->c = NULL;
-	if (c != NULL) {
-		if ((line_head = c->next) == NULL)
-			line_tail = NULL;
-		c->next = NULL;
-		c->up = u;
-		u->c = c;
-		serve(c);
-		return;
-	}
-	u->next = idle;
-	idle = u;
-}
-
-/* An idle php-fpm connection, a new one, or NULL when all are busy. */
-static struct up *
-up_get(void)
-{
-	struct up *u = idle;
-	int fd;
-
-	if (u != NULL) {
-		idle = u->next;
-		return u;
-	}
-	if (nups == max_ups)
-		return NULL;
-	/* A blocking connect: once per connection, before the run. */
-	if ((fd = socket(AF_UNIX, SOCK_STREAM, 0)) == -1 ||
-	    connect(fd, (struct sockaddr *)&fpm, sizeof(fpm)) == -1)
-		die("connect to php-fpm");
-	if ((u = calloc(1, sizeof(*u))) == NULL)
-		die("calloc");
-	u->s.fd = fd;
-	u->s.is_up = true;
-	if (watch(EPOLL_CTL_ADD, fd, u, EPOLLIN))
-		die("epoll_ctl");
-	nups++;
-	return u;
-}
-
-/* Length of the whole first request in rbuf, or 0. */
-static size_t
-request_len(const struct client *c)
-{
-	const char *end = memmem(c->rbuf, c->rlen, "\r\n\r\n", 4);
-
-	return end == NULL ? 0 : (size_t)(end + 4 - c->rbuf);
-}
-
 /* Sends the FastCGI request for the first request in rbuf. */
 static void
-serve(struct client *c)
+send_request(struct up *u, struct client *c)
 {
-	struct up *u = c->up;
-
-	if (c->reqlen == 0 && (c->reqlen = request_len(c)) == 0)
-		return;
-	if (u == NULL) {
-		if ((u = up_get()) == NULL) {
-			if (line_tail != NULL)
-				line_tail->next = c;
-			else
-				line_head = c;
-			line_tail = c;
-			return;
-		}
-		c->up = u;
-		u->c = c;
-	}
 	u->rlen = u->olen = 0;
-	if (send(u->s.fd, req, reqlen, MSG_NOSIGNAL) != (ssize_t)reqlen)
-		die("send to php-fpm");
+	if (send(u->b.s.fd, req, reqlen, MSG_NOSIGNAL) != (ssize_t)reqlen)
+		relay_die("send to php-fpm");
 }
 
 /* The answer is whole: one writev to the client, blocking if it must
@@ -289,7 +147,7 @@ serve(struct client *c)
 static void
 answer(struct up *u)
 {
-	struct client *c = u->c;
+	struct client *c = u->b.c;
 	const char *end = memmem(u->out, u->olen, "\r\n\r\n", 4);
 	char cl[64];
 	struct iovec iov[4];
@@ -297,7 +155,7 @@ answer(struct up *u)
 	ssize_t n;
 
 	if (end == NULL)
-		fail("STDOUT without a header block");
+		relay_fail("STDOUT without a header block");
 	head = (size_t)(end + 2 - u->out);
 	iov[0] = (struct iovec){ "HTTP/1.1 200 OK\r\n", 17 };
 	iov[1] = (struct iovec){ u->out, head };
@@ -308,21 +166,14 @@ answer(struct up *u)
 		total += iov[i].iov_len;
 	n = writev(c->s.fd, iov, 4);
 	if (n >= 0 && (size_t)n != total)
-		fail("a short write to a client (not in its scope)");
+		relay_fail("a short write to a client (not in its scope)");
 	if (n == -1) {
-		watch(EPOLL_CTL_DEL, c->s.fd, NULL, 0);
-		client_free(c);
-		up_release(u);
+		relay_watch(EPOLL_CTL_DEL, c->s.fd, NULL, 0);
+		relay_client_free(c);
+		relay_release(u);
 		return;
 	}
-	memmove(c->rbuf, c->rbuf + c->reqlen, c->rlen - c->reqlen);
-	c->rlen -= c->reqlen;
-	if ((c->reqlen = request_len(c)) > 0) {
-		serve(c);	/* a pipelined request, on the same connection */
-		return;
-	}
-	c->up = NULL;
-	up_release(u);
+	relay_answered(u, c);
 }
 
 /* Takes whole records from rbuf: STDOUT payload to out, STDERR dropped;
@@ -342,7 +193,7 @@ records(struct up *u)
 			break;
 		if (h[1] == FCGI_STDOUT) {
 			if (u->olen + len > UBUF)
-				fail("an answer past 64 KiB (not in its scope)");
+				relay_fail("an answer past 64 KiB (not in its scope)");
 			memcpy(u->out + u->olen, h + FCGI_HEAD, len);
 			u->olen += len;
 		}
@@ -353,7 +204,7 @@ records(struct up *u)
 		}
 	}
 	if (done && off != u->rlen)
-		fail("bytes after END_REQUEST");
+		relay_fail("bytes after END_REQUEST");
 	memmove(u->rbuf, u->rbuf + off, u->rlen - off);
 	u->rlen -= off;
 	return done;
@@ -362,135 +213,62 @@ records(struct up *u)
 static void
 up_read(struct up *u)
 {
-	ssize_t n = recv(u->s.fd, u->rbuf + u->rlen, UBUF - u->rlen, 0);
+	ssize_t n = recv(u->b.s.fd, u->rbuf + u->rlen, UBUF - u->rlen, 0);
 
 	if (n <= 0) {
 		if (n == -1 && errno == EAGAIN)
 			return;
-		if (u->c != NULL)
-			fail("php-fpm closed mid-answer");
-		if (idle == u)
-			idle = u->next;
-		else
-			for (struct up *p = idle; p != NULL; p = p->next)
-				if (p->next == u)
-					p->next = u->next;
-		up_close(u);
+		relay_up_closed(u);
 		return;
 	}
-	if (u->c == NULL)
-		fail("php-fpm sent bytes unasked");
+	if (u->b.c == NULL)
+		relay_fail("php-fpm sent bytes unasked");
 	u->rlen += (size_t)n;
 	if (records(u))
 		answer(u);
 }
 
-static void
-client_read(struct client *c)
+/* The client left mid-answer: the answer is let come (blocking) and the
+ * connection goes back to the pool. */
+static bool
+client_gone(struct client *c)
 {
+	struct up *u = c->up;
 	ssize_t n;
 
-	if (c->rlen == RBUF) {
-		/* A request in flight and the buffer full: wait. */
-		watch(EPOLL_CTL_MOD, c->s.fd, c, 0);
-		return;
+	u->b.c = NULL;
+	while (!records(u)) {
+		n = recv(u->b.s.fd, u->rbuf + u->rlen, UBUF - u->rlen, 0);
+		if (n <= 0)
+			relay_fail("php-fpm closed mid-answer");
+		u->rlen += (size_t)n;
 	}
-	n = recv(c->s.fd, c->rbuf + c->rlen, RBUF - c->rlen, 0);
-	if (n == -1 && errno == EAGAIN)
-		return;
-	if (n <= 0) {
-		watch(EPOLL_CTL_DEL, c->s.fd, NULL, 0);
-		if (c->up != NULL) {
-			/* Let the answer come and go to the idle list. */
-			c->up->c = NULL;
-			while (!records(c->up)) {
-				n = recv(c->up->s.fd, c->up->rbuf +
-				    c->up->rlen, UBUF - c->up->rlen, 0);
-				if (n <= 0)
-					fail("php-fpm closed mid-answer");
-				c->up->rlen += (size_t)n;
-			}
-			up_release(c->up);
-		}
-		for (struct client **p = &line_head; *p != NULL;
-		    p = &(*p)->next)
-			if (*p == c) {
-				*p = c->next;
-				if (line_tail == c) {
-					line_tail = NULL;
-					for (struct client *q = line_head;
-					    q != NULL; q = q->next)
-						line_tail = q;
-				}
-				break;
-			}
-		client_free(c);
-		return;
-	}
-	c->rlen += (size_t)n;
-	if (c->up == NULL && c->reqlen == 0)
-		serve(c);
+	relay_release(u);
+	return false;
 }
 
-static void
-accept_all(int lfd)
-{
-	struct client *c;
-	int fd, one = 1;
-
-	while ((fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK)) != -1) {
-		if ((c = calloc(1, sizeof(*c))) == NULL) {
-			close(fd);
-			continue;
-		}
-		c->s.fd = fd;
-		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-		if (watch(EPOLL_CTL_ADD, fd, c, EPOLLIN))
-			client_free(c);
-	}
-}
+static const struct relay_proto fcgi = {
+	.name = "fcgi_relay",
+	.upstream = "php-fpm",
+	.up_size = sizeof(struct up),
+	.send = send_request,
+	.up_read = up_read,
+	.client_writable = NULL,
+	.client_gone = client_gone,
+};
 
 int
 main(int argc, char **argv)
 {
-	struct sockaddr_in sin = { .sin_family = AF_INET };
-	struct epoll_event evs[256];
-	int lfd, one = 1;
+	struct sockaddr_un fpm = { .sun_family = AF_UNIX };
 
-	if (argc > 2 && strcmp(argv[1], "-k") == 0) {
-		max_ups = (unsigned)strtoul(argv[2], NULL, 10);
-		argc -= 2;
-		argv += 2;
-	}
-	if (argc != 5 || max_ups == 0 ||
+	if (!relay_init(&fcgi, &argc, &argv) || argc != 5 ||
 	    strlen(argv[2]) >= sizeof(fpm.sun_path)) {
 		fprintf(stderr, "usage: fcgi_relay [-k CONNS] PORT FPM_SOCKET "
 		    "DOCUMENT_ROOT URI\n");
 		return 2;
 	}
-	signal(SIGPIPE, SIG_IGN);
 	strcpy(fpm.sun_path, argv[2]);
 	build(argv[1], argv[3], argv[4]);
-	sin.sin_port = htons((uint16_t)atoi(argv[1]));
-	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	if ((lfd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0)) == -1 ||
-	    setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) ||
-	    bind(lfd, (struct sockaddr *)&sin, sizeof(sin)) ||
-	    listen(lfd, 4096) || (ep = epoll_create1(0)) == -1 ||
-	    watch(EPOLL_CTL_ADD, lfd, NULL, EPOLLIN))
-		die("listen");
-	for (;;) {
-		int n = epoll_wait(ep, evs, 256, -1);
-
-		for (int i = 0; i < n; i++) {
-			struct sock *k = evs[i].data.ptr;
-
-			if (k == NULL)
-				accept_all(lfd);
-			else if (k->is_up)
-				up_read((struct up *)k);
-			else
-				client_read((struct client *)k);
-		}
-	}
+	relay_run(atoi(argv[1]), (struct sockaddr *)&fpm, sizeof(fpm));
 }
