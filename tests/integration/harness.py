@@ -1047,3 +1047,58 @@ def need_tool(name):
     if not path:
         raise unittest.SkipTest('%s is not installed' % name)
     return path
+
+
+def strace_wrapper(test, calls):
+    """A wrapper= for start() that traces the given system calls of the
+    server and its children into a file, and that file's path; skips the
+    test where strace is missing or cannot trace."""
+    strace = need_tool('strace')
+    if subprocess.run([strace, '-o', '/dev/null', 'true'],
+                      capture_output=True).returncode != 0:
+        raise unittest.SkipTest('strace cannot trace here')
+    tmp = tempfile.mkdtemp(prefix='corral-strace-')
+    test.addCleanup(shutil.rmtree, tmp, True)
+    trace = os.path.join(tmp, 'strace.txt')
+    return ([strace, '-f', '-qq', '-o', trace, '-e',
+             'trace=' + ','.join(calls)], trace)
+
+
+def strace_lines(trace):
+    """The calls in a trace of strace_wrapper()'s as (pid, call text),
+    a call that another process interrupted joined again."""
+    pending = {}
+    lines = []
+    with open(trace) as f:
+        for raw in f:
+            m = re.match(r'^(\d+)\s+(.*)$', raw.rstrip('\n'))
+            if not m:
+                continue
+            pid, rest = m.groups()
+            if rest.endswith('<unfinished ...>'):
+                pending[pid] = rest[:-len('<unfinished ...>')]
+                continue
+            r = re.match(r'^<\.\.\. \w+ resumed>\s?(.*)$', rest)
+            if r:
+                rest = pending.pop(pid, '') + r.group(1)
+            lines.append((pid, rest))
+    return lines
+
+
+def strace_client_calls(test, trace, port, names):
+    """The calls named in names that the process which accepted the
+    connection from port made on it, in order."""
+    who = None
+    out = []
+    for pid, call in strace_lines(trace):
+        if who is None:
+            if re.match(r'^accept4?\(.*htons\(%d\).*\)\s+=\s+\d+' % port,
+                        call):
+                who = (pid, call.rsplit('=', 1)[1].strip())
+            continue
+        m = re.match(r'^(\w+)\((\d+),', call)
+        if pid == who[0] and m and m.group(1) in names and \
+                m.group(2) == who[1]:
+            out.append(call)
+    test.assertIsNotNone(who, 'no accept for port %d in the trace' % port)
+    return out

@@ -17,10 +17,10 @@ import ssl
 import subprocess
 import tempfile
 import time
-import unittest
 
-from harness import (Conn, Raw, ServerError, TLSConn, build_request,
-                     free_port, need_tool, parse_response, quote, wait_until)
+from harness import (Conn, Raw, ServerError, TLSConn, build_request, free_port,
+                     need_tool, parse_response, quote, strace_client_calls,
+                     strace_wrapper, wait_until)
 from fcgi_app import FcgiApp
 from phpfpm import CONN_PHP, FpmTestCase
 from tls_pki import shared as pki
@@ -363,28 +363,6 @@ def _rss_kb(pid):
             if line.startswith('VmRSS:'):
                 return int(line.split()[1])
     return 0
-
-
-def _calls_on_client_fd(test, trace, port, name):
-    """The calls name made by the worker on the connection from port."""
-    who, out = None, []
-    with open(trace) as f:
-        for line in f:
-            m = re.match(r'^(\d+)\s+(.*)$', line.rstrip('\n'))
-            if not m:
-                continue
-            pid, call = m.groups()
-            if who is None:
-                if re.match(r'^accept4?\(.*htons\(%d\).*\)\s+=\s+\d+' %
-                            port, call):
-                    who = (pid, call.rsplit('=', 1)[1].strip())
-            elif pid == who[0] and call.startswith('%s(%s,' % (name,
-                                                               who[1])):
-                out.append(call)
-    test.assertIsNotNone(who, 'no accept for port %d in the trace' % port)
-    return out
-
-
 class ServerVarsTest(FastCGITestCase):
 
     def test_server_vars_as_nginx_passes_them(self):
@@ -458,19 +436,12 @@ class ServerVarsTest(FastCGITestCase):
     def test_server_addr_costs_no_syscall_per_request(self):
         # Behind a wildcard listen SERVER_ADDR comes from getsockname():
         # once per connection, not once per request.
-        strace = need_tool('strace')
-        if subprocess.run([strace, '-o', '/dev/null', 'true'],
-                          capture_output=True).returncode != 0:
-            self.skipTest('strace cannot trace here')
-        tmp = tempfile.mkdtemp(prefix='corral-strace-')
-        self.addCleanup(shutil.rmtree, tmp, True)
-        trace = os.path.join(tmp, 'strace.txt')
+        wrapper, trace = strace_wrapper(
+            self, ('accept', 'accept4', 'getsockname'))
 
         def wildcard(c):
             c.directives['listen'] = ['0.0.0.0:%d' % c.port]
-        c, _ = self.start_php(setup=wildcard, wrapper=[
-            strace, '-f', '-qq', '-o', trace, '-e',
-            'trace=accept,accept4,getsockname'])
+        c, _ = self.start_php(setup=wildcard, wrapper=wrapper)
         c.write('dump.php', DUMP_PHP)
         with Conn(c.port) as conn:
             port = conn.sock.getsockname()[1]
@@ -482,7 +453,7 @@ class ServerVarsTest(FastCGITestCase):
                 self.assertEqual(s['SERVER_ADDR'], '127.0.0.1')
                 self.assertEqual(s['SERVER_PORT'], str(c.port))
         c.stop()
-        calls = _calls_on_client_fd(self, trace, port, 'getsockname')
+        calls = strace_client_calls(self, trace, port, ('getsockname',))
         self.assertEqual(len(calls), 1, '\n'.join(calls))
 
     def test_client_behind_a_trusted_proxy(self):

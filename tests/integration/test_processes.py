@@ -2,15 +2,13 @@
 
 import os
 import re
-import shutil
 import signal
 import socket
-import subprocess
-import tempfile
 import time
 
-from harness import (CorralTestCase, build_request, need_tool, pid_alive,
-                     proc_stat, same_process, wait_for, wait_until)
+from harness import (CorralTestCase, build_request, pid_alive, proc_stat,
+                     same_process, strace_client_calls, strace_wrapper,
+                     wait_for, wait_until)
 
 ACCEPT_RE = (r'^\d{4}/\d\d/\d\d \d\d:\d\d:\d\d \[debug\] (\d+) worker (\d+): '
              r'accept 127\.0\.0\.1:(\d+) on 127\.0\.0\.1:%d$')
@@ -194,16 +192,10 @@ class PipelinedWriteTest(CorralTestCase):
     CALLS = ('write', 'writev', 'sendto', 'sendmsg', 'sendfile')
 
     def test_pipelined_responses_in_one_write(self):
-        strace = need_tool('strace')
-        if subprocess.run([strace, '-o', '/dev/null', 'true'],
-                          capture_output=True).returncode != 0:
-            self.skipTest('strace cannot trace here')
-        tmp = tempfile.mkdtemp(prefix='corral-strace-')
-        self.addCleanup(shutil.rmtree, tmp, True)
-        trace = os.path.join(tmp, 'strace.txt')
-        c = self.start(workers=1, server={'access_log': 'off'}, wrapper=[
-            strace, '-f', '-qq', '-o', trace, '-e',
-            'trace=accept,accept4,' + ','.join(self.CALLS)])
+        wrapper, trace = strace_wrapper(
+            self, ('accept', 'accept4') + self.CALLS)
+        c = self.start(workers=1, server={'access_log': 'off'},
+                       wrapper=wrapper)
         c.wait_workers(1)
         fs = []
         for i in range(16):
@@ -216,7 +208,7 @@ class PipelinedWriteTest(CorralTestCase):
             for _, data in fs:
                 self.assertBody(conn.read_response(), data)
         c.stop()
-        calls = self.client_calls(trace, port)
+        calls = strace_client_calls(self, trace, port, self.CALLS)
         self.assertEqual(len(calls), 1,
                          '16 pipelined responses took %d write calls:\n%s'
                          % (len(calls), '\n'.join(c[:120] for c in calls)))
@@ -225,35 +217,3 @@ class PipelinedWriteTest(CorralTestCase):
         m = re.search(r'msg_iovlen=(\d+)', calls[0])
         self.assertIsNotNone(m, calls[0][:200])
         self.assertLessEqual(int(m.group(1)), 4, calls[0][:200])
-
-    def client_calls(self, trace, port):
-        """The write calls on the fd that accepted port, in that process."""
-        pending = {}
-        lines = []
-        with open(trace) as f:
-            for raw in f:
-                m = re.match(r'^(\d+)\s+(.*)$', raw.rstrip('\n'))
-                if not m:
-                    continue
-                pid, rest = m.group(1), m.group(2)
-                if rest.endswith('<unfinished ...>'):
-                    pending[pid] = rest[:-len('<unfinished ...>')]
-                    continue
-                r = re.match(r'^<\.\.\. \w+ resumed>\s?(.*)$', rest)
-                if r:
-                    rest = pending.pop(pid, '') + r.group(1)
-                lines.append((pid, rest))
-        who = None
-        out = []
-        for pid, call in lines:
-            if who is None:
-                if re.match(r'^accept4?\(.*htons\(%d\).*\)\s+=\s+\d+' % port,
-                            call):
-                    who = (pid, call.rsplit('=', 1)[1].strip())
-                continue
-            m = re.match(r'^(\w+)\((\d+),', call)
-            if pid == who[0] and m and m.group(1) in self.CALLS and \
-                    m.group(2) == who[1]:
-                out.append(call)
-        self.assertIsNotNone(who, 'no accept for port %d in the trace' % port)
-        return out

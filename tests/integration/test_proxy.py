@@ -5,19 +5,17 @@ framings relayed to HTTP/1.1 and 1.0 clients, errors (502, 504, aborted
 bodies), pipelining, retries, weights and peers marked down.  The origin
 is a real HTTP/1.1 server (origin.py) on a free loopback port.
 """
-import json
 import os
 import re
 import shutil
 import signal
 import socket
-import subprocess
 import tempfile
 import time
 
-from harness import (CorralTestCase, build_request, free_port, need_tool,
-                     parse_response, parse_responses,
-                     quote, read_text, wait_until)
+from harness import (CorralTestCase, build_request, free_port, parse_response,
+                     parse_responses, quote, read_text, strace_lines,
+                     strace_wrapper, wait_until)
 from origin import body
 
 
@@ -268,18 +266,11 @@ class ProxyKeepaliveTest(ProxyTestCase):
         # no epoll_ctl() on that connection while it is taken from the
         # pool and given back, and no MSG_PEEK (the pool watches its idle
         # connections, and a GET may be retried).
-        strace = need_tool('strace')
-        if subprocess.run([strace, '-o', '/dev/null', 'true'],
-                          capture_output=True).returncode != 0:
-            self.skipTest('strace cannot trace here')
-        tmp = tempfile.mkdtemp(prefix='corral-strace-')
-        self.addCleanup(shutil.rmtree, tmp, True)
-        trace = os.path.join(tmp, 'strace.txt')
+        wrapper, trace = strace_wrapper(
+            self, ('connect', 'epoll_ctl', 'sendto', 'sendmsg', 'recvfrom'))
         o = self.origin()
         c = self.start_proxy([o.addr], workers=1, upstream={'keepalive': 4},
-                             wrapper=[strace, '-f', '-qq', '-o', trace,
-                                      '-e', 'trace=connect,epoll_ctl,'
-                                      'sendto,sendmsg,recvfrom'])
+                             wrapper=wrapper)
         c.wait_workers(1)
         with c.connect(timeout=15) as conn:
             for i in range(4):
@@ -304,22 +295,21 @@ class ProxyKeepaliveTest(ProxyTestCase):
         (epoll_ctl() by the fd it changes)."""
         calls = []
         who = None
-        with open(trace) as f:
-            for line in f:
-                m = re.match(r'^(\d+)\s+(\w+)\((.*)$', line.rstrip('\n'))
-                if not m:
-                    continue
-                pid, name, args = m.groups()
-                if who is None:
-                    c = re.match(r'^(\d+),.*htons\(%d\)' % port, args)
-                    if name == 'connect' and c:
-                        who = (pid, c.group(1))
-                    continue
-                fds = args.split(', ')
-                fd = fds[2] if name == 'epoll_ctl' and len(fds) > 2 \
-                    else fds[0]
-                if pid == who[0] and fd == who[1]:
-                    calls.append('%s(%s' % (name, args[:100]))
+        for pid, call in strace_lines(trace):
+            m = re.match(r'^(\w+)\((.*)$', call)
+            if not m:
+                continue
+            name, args = m.groups()
+            if who is None:
+                c = re.match(r'^(\d+),.*htons\(%d\)' % port, args)
+                if name == 'connect' and c:
+                    who = (pid, c.group(1))
+                continue
+            fds = args.split(', ')
+            fd = fds[2] if name == 'epoll_ctl' and len(fds) > 2 \
+                else fds[0]
+            if pid == who[0] and fd == who[1]:
+                calls.append('%s(%s' % (name, args[:100]))
         self.assertIsNotNone(who, 'no connect to port %d traced' % port)
         return calls
 
