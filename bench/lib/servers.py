@@ -516,74 +516,57 @@ def bench_tool(ctx, suite, name, what):
     return path
 
 
+def _start_tool(ctx, suite, cls, tool, what, start):
+    """bench/TOOL run as a cls, started by start(server); None (with a
+    note that what is left out) when it cannot run."""
+    path = bench_tool(ctx, suite, tool, what)
+    if path is None:
+        return None
+    server = cls(ctx, path)
+    try:
+        start(server)
+    except (OSError, ServerFailed) as e:
+        ctx.note("%s: floor: %s" % (suite, e))
+        server.stop()
+        return None
+    ctx.running.append(server)
+    return server
+
+
 def start_relay(ctx, suite, origin_port, keepalive):
     """The proxy floor in front of the origin; None (with a note) when it
     cannot run."""
-    path = bench_tool(ctx, suite, "relay", "the floor row is")
-    if path is None:
-        return None
-    relay = Relay(ctx, path)
-    try:
-        relay.start(suite, origin_port, keepalive)
-    except (OSError, ServerFailed) as e:
-        ctx.note("%s: floor: %s" % (suite, e))
-        relay.stop()
-        return None
-    ctx.running.append(relay)
-    return relay
+    return _start_tool(ctx, suite, Relay, "relay", "the floor row is",
+                       lambda r: r.start(suite, origin_port, keepalive))
 
 
 def start_fcgi_relay(ctx, suite, socket_path, root, uri, keepalive):
     """The FastCGI floor in front of php-fpm for uri; None (with a note)
     when it cannot run."""
-    path = bench_tool(ctx, suite, "fcgi_relay", "the floor row is")
-    if path is None:
-        return None
-    relay = FcgiRelay(ctx, path)
-    try:
-        relay.start(suite, socket_path, root, uri, keepalive)
-    except (OSError, ServerFailed) as e:
-        ctx.note("%s: floor: %s" % (suite, e))
-        relay.stop()
-        return None
-    ctx.running.append(relay)
-    return relay
+    return _start_tool(ctx, suite, FcgiRelay, "fcgi_relay",
+                       "the floor row is",
+                       lambda r: r.start(suite, socket_path, root, uri,
+                                         keepalive))
 
 
 def start_tls_floor(ctx, suite, corral, path, cert, key, ktls, tickets):
     """The TLS floor answering what corral answers to path now, with the
     certificate, kernel TLS and tickets as given; None (with a note) when
     it cannot run."""
-    tool = bench_tool(ctx, suite, "tls_floor", "the floor rows are")
-    if tool is None:
-        return None
-    floor = TlsFloor(ctx, tool)
-    try:
-        floor.start(suite, cert, key, capture(corral.port, path, tls=True),
-                    ktls, tickets)
-    except (OSError, ServerFailed) as e:
-        ctx.note("%s: floor: %s" % (suite, e))
-        floor.stop()
-        return None
-    ctx.running.append(floor)
-    return floor
+    return _start_tool(ctx, suite, TlsFloor, "tls_floor",
+                       "the floor rows are",
+                       lambda f: f.start(suite, cert, key,
+                                         capture(corral.port, path,
+                                                 tls=True),
+                                         ktls, tickets))
 
 
 def start_floor(ctx, suite, corral, paths):
     """The floor for paths, answering what corral answers now; None (with
     a note) when it cannot run."""
-    path = bench_tool(ctx, suite, "floor", "the floor row is")
-    if path is None:
-        return None
-    floor = Floor(ctx, path)
-    try:
-        floor.start(suite, {p: capture(corral.port, p) for p in paths})
-    except (OSError, ServerFailed) as e:
-        ctx.note("%s: floor: %s" % (suite, e))
-        floor.stop()
-        return None
-    ctx.running.append(floor)
-    return floor
+    return _start_tool(ctx, suite, Floor, "floor", "the floor row is",
+                       lambda f: f.start(suite, {p: capture(corral.port, p)
+                                                 for p in paths}))
 
 
 # Every server the harness knows, the one under test first.
