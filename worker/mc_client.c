@@ -72,9 +72,16 @@ op_free(struct node_op *op, bool keep)
 	if (op->next != NULL)
 		op->next->prev = op->prev;
 	/* The pool watches a kept fd before op->ev stops: no epoll_ctl. */
-	if (op->fd != -1 && !(keep && upstream_pool_put(op->u, op->peer,
-	    op->fd, NULL)))
-		close(op->fd);
+	if (op->fd != -1) {
+		struct upstream_link *l = keep &&
+		    upstream_config(op->u)->keepalive > 0 ?
+		    upstream_link_adopt(op->u, op->fd) : NULL;
+
+		if (l == NULL)
+			close(op->fd);
+		else if (!upstream_pool_put(op->u, op->peer, l))
+			upstream_link_close(l, true);
+	}
 	if (op->ev != NULL)
 		event_free(op->ev);
 	if (op->timer != NULL)
@@ -295,7 +302,7 @@ static bool
 op_start(struct node_op *op, struct upstream_peer *peer, int timeout_ms)
 {
 	struct timeval tv = { timeout_ms / 1000, (timeout_ms % 1000) * 1000 };
-	struct ssl_st *tls;		/* memcached peers are plain */
+	struct upstream_link *l;	/* memcached peers are plain */
 	int err = 0;
 	bool ok;
 
@@ -304,7 +311,8 @@ op_start(struct node_op *op, struct upstream_peer *peer, int timeout_ms)
 		return false;
 	/* Checked: a set or delete cannot be sent twice, a get that failed
 	 * on a stale connection would count against a healthy node. */
-	op->fd = upstream_pool_get(op->u, op->peer, true, &tls);
+	l = upstream_pool_get(op->u, op->peer, true);
+	op->fd = l != NULL ? upstream_link_fd(l) : -1;
 	op->reused = op->fd != -1;
 	if (op->fd == -1) {
 		op->fd = upstream_connect(op->peer, &err);
@@ -325,8 +333,8 @@ op_start(struct node_op *op, struct upstream_peer *peer, int timeout_ms)
 	op->timer = evtimer_new(worker.base, op_event, op);
 	ok = op->ev != NULL && op->timer != NULL &&
 	    event_add(op->ev, NULL) == 0 && evtimer_add(op->timer, &tv) == 0;
-	if (op->reused)		/* after op->ev watches it: no epoll_ctl */
-		upstream_pool_taken(op->u);
+	if (l != NULL)		/* after op->ev watches it: no epoll_ctl */
+		upstream_link_release(l);
 	return ok;
 }
 

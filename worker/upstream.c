@@ -1,12 +1,11 @@
 /*
  * Upstream groups: peers, failures, keep-alive pools and connects.
  *
- * An idle pooled connection stays registered for reading, so that a peer
- * that closes it is noticed (and the connection closed) while it idles.
- * The exchange that takes it registers its own read event on the fd
- * before the pool's is removed, and gives it back the same way round:
- * libevent then counts two readers of one fd for a moment and never tells
- * the kernel, so taking and returning a connection costs no epoll_ctl().
+ * The pool holds the driver's connections (struct upstream_link, in
+ * worker/upstream_conn.c), which stay registered for reading for their
+ * whole life: while one idles, the driver notices a peer that closes it
+ * and drops it from here, and taking and returning one touches neither
+ * libevent nor the kernel's epoll set.
  *
  * A peer over TLS ("https://") gets a client session on its socket once
  * connected: SNI and the name its certificate must carry are tls_name, or
@@ -23,8 +22,6 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
-#include <event2/event.h>
-#include <event2/event_struct.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
@@ -50,22 +47,15 @@ struct upstream_peer {
 };
 
 struct idle {
-	int fd;
-	SSL *ssl;			/* TLS: its session, or NULL */
+	struct upstream_link *l;
 	struct upstream_peer *peer;
-	struct upstream *u;
-	struct event ev;		/* the peer closed it, or spoke */
 };
 
 struct upstream {
 	const struct config_upstream *cf;
 	struct upstream_peer *peers;
-	struct idle *slots;		/* cf->keepalive, never moved */
-	struct idle **pool;		/* the idle ones, newest last */
+	struct idle *pool;		/* the idle ones, newest last */
 	unsigned nidle;
-	struct idle **spare;		/* the free slots */
-	unsigned nspare;
-	struct idle *taken;		/* still watched: upstream_pool_taken() */
 	struct mc_ring *ring;		/* hash = ketama: of the peers up */
 	bool *ring_live;		/* which peers the ring has */
 	SSL_CTX *tls;			/* its peers' over TLS, or NULL */
@@ -75,31 +65,18 @@ static struct upstream *ups;
 static size_t nups;
 
 static void
-idle_close(struct idle *s)
-{
-	event_del(&s->ev);
-	upstream_tls_close(s->ssl, true);
-	s->ssl = NULL;
-	close(s->fd);
-	s->fd = -1;
-}
-
-static void
 groups_free(struct upstream *u, size_t n)
 {
 	size_t i;
 
 	for (i = 0; u != NULL && i < n; i++) {
-		upstream_pool_taken(&u[i]);
 		while (u[i].nidle > 0)
-			idle_close(u[i].pool[--u[i].nidle]);
+			upstream_link_close(u[i].pool[--u[i].nidle].l, true);
 		for (size_t j = 0; u[i].peers != NULL &&
 		    j < u[i].cf->npeers; j++)
 			SSL_SESSION_free(u[i].peers[j].session);
 		free(u[i].peers);
-		free(u[i].slots);
 		free(u[i].pool);
-		free(u[i].spare);
 		mc_ring_free(u[i].ring);
 		free(u[i].ring_live);
 	}
@@ -139,12 +116,10 @@ upstream_init(void)
 		u->cf = &cf->upstreams[i];
 		n = (size_t)u->cf->keepalive + 1;
 		u->peers = calloc(u->cf->npeers, sizeof(*u->peers));
-		u->slots = calloc(n, sizeof(*u->slots));
 		u->pool = calloc(n, sizeof(*u->pool));
-		u->spare = calloc(n, sizeof(*u->spare));
 		u->ring_live = calloc(u->cf->npeers, sizeof(*u->ring_live));
-		if (u->peers == NULL || u->slots == NULL || u->pool == NULL ||
-		    u->spare == NULL || u->ring_live == NULL) {
+		if (u->peers == NULL || u->pool == NULL ||
+		    u->ring_live == NULL) {
 			groups_free(all, i + 1);
 			return false;
 		}
@@ -154,8 +129,6 @@ upstream_init(void)
 		    tls_client_ctx(worker.rt->tls_up, i) : NULL;
 		if (u->tls != NULL && u->cf->tls_session_reuse)
 			SSL_CTX_sess_set_new_cb(u->tls, session_keep);
-		for (j = 0; j < n; j++)
-			u->spare[u->nspare++] = &u->slots[j];
 	}
 	/* Published whole: a later call never sees half of it. */
 	nups = cf->nupstreams;
@@ -346,87 +319,57 @@ idle_alive(int fd)
 	return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
 }
 
-/* Takes slot i out of the pool (its event stays for now). */
-static struct idle *
+/* Takes entry i out of the pool. */
+static struct upstream_link *
 pool_remove(struct upstream *u, unsigned i)
 {
-	struct idle *s = u->pool[i];
+	struct upstream_link *l = u->pool[i].l;
 
 	memmove(&u->pool[i], &u->pool[i + 1],
 	    (u->nidle - i - 1) * sizeof(*u->pool));
 	u->nidle--;
-	u->spare[u->nspare++] = s;
-	return s;
+	return l;
 }
 
-/* An idle connection became readable: the peer closed it or sent bytes
- * nobody asked for.  Either way it cannot carry a request. */
-static void
-idle_cb(evutil_socket_t fd, short what, void *arg)
+void
+upstream_pool_drop(struct upstream *u, struct upstream_link *l)
 {
-	struct idle *s = arg;
-	struct upstream *u = s->u;
-
-	for (unsigned i = 0; i < u->nidle; i++)
-		if (u->pool[i] == s) {
-			idle_close(pool_remove(u, i));
+	for (unsigned i = u->nidle; i-- > 0;)
+		if (u->pool[i].l == l) {
+			pool_remove(u, i);
 			return;
 		}
 }
 
-void
-upstream_pool_taken(struct upstream *u)
+struct upstream_link *
+upstream_pool_get(struct upstream *u, struct upstream_peer *p, bool check)
 {
-	if (u->taken != NULL) {
-		event_del(&u->taken->ev);
-		u->taken->fd = -1;
-		u->taken = NULL;
-	}
-}
-
-int
-upstream_pool_get(struct upstream *u, struct upstream_peer *p, bool check,
-    SSL **ssl)
-{
-	struct idle *s;
+	struct upstream_link *l;
 	unsigned i;
 
-	upstream_pool_taken(u);
 	for (i = u->nidle; i-- > 0;) {
-		if (u->pool[i]->peer != p)
+		if (u->pool[i].peer != p)
 			continue;
-		s = pool_remove(u, i);
-		if (!check || idle_alive(s->fd)) {
-			u->taken = s;
-			*ssl = s->ssl;
-			s->ssl = NULL;
-			return s->fd;
-		}
-		idle_close(s);
+		l = pool_remove(u, i);
+		if (!check || idle_alive(upstream_link_fd(l)))
+			return l;
+		upstream_link_close(l, true);
 	}
-	return -1;
+	return NULL;
 }
 
 bool
-upstream_pool_put(struct upstream *u, struct upstream_peer *p, int fd,
-    SSL *ssl)
+upstream_pool_put(struct upstream *u, struct upstream_peer *p,
+    struct upstream_link *l)
 {
-	struct idle *s;
-
 	if (u->cf->keepalive == 0)
 		return false;
-	upstream_pool_taken(u);
-	if (u->nidle == (unsigned)u->cf->keepalive)
-		idle_close(pool_remove(u, 0));	/* the least recently used */
-	s = u->spare[--u->nspare];
-	s->fd = fd;
-	s->ssl = ssl;
-	s->peer = p;
-	s->u = u;
-	event_assign(&s->ev, worker.base, fd, EV_READ | EV_PERSIST, idle_cb,
-	    s);
-	event_add(&s->ev, NULL);
-	u->pool[u->nidle++] = s;
+	if (u->nidle == (unsigned)u->cf->keepalive)	/* the least recently
+							   used goes */
+		upstream_link_close(pool_remove(u, 0), true);
+	u->pool[u->nidle].l = l;
+	u->pool[u->nidle].peer = p;
+	u->nidle++;
 	return true;
 }
 

@@ -86,27 +86,43 @@ struct stats_peer_row *upstream_peer_stats(const struct upstream *u,
 void upstream_peer_ok(struct upstream_peer *p);
 
 /*
- * The newest idle connection to p, or -1.  With check, one the peer has
- * not closed (a MSG_PEEK; connections found closed are dropped): for a
- * request that cannot be retried.  The pool still watches the fd: watch
- * it for reading yourself, then call upstream_pool_taken(), so that the
- * kernel's epoll set is not touched.  *ssl gets its TLS session (NULL:
- * plain).
+ * A connection to a peer, from connect to close: its socket, TLS session
+ * and events (worker/upstream_conn.c).  It stays registered for reading
+ * all its life, also while it idles in the pool.
  */
-int upstream_pool_get(struct upstream *u, struct upstream_peer *p,
-    bool check, struct ssl_st **ssl);
+struct upstream_link;
 
-/* The pool stops watching the fd upstream_pool_get() returned last. */
-void upstream_pool_taken(struct upstream *u);
+int upstream_link_fd(const struct upstream_link *l);
+/* Closes it (close_notify when clean) and frees it. */
+void upstream_link_close(struct upstream_link *l, bool clean);
 
 /*
- * Keeps fd idle for p, watched for the peer closing it; the least
- * recently used one goes when full.  False (fd untouched: close it) when
- * the group keeps no idle connections.  Call it while still watching fd
- * for reading, and stop watching after.
+ * For a user with events of its own (worker/mc_client.c), plain sockets
+ * only.  adopt: fd as a connection watched for reading (NULL: out of
+ * memory), to pool; release: frees l but leaves its fd open.  Watch the
+ * fd yourself before either, and stop after: libevent then counts two
+ * readers of one fd for a moment and makes no epoll_ctl().
  */
-bool upstream_pool_put(struct upstream *u, struct upstream_peer *p, int fd,
-    struct ssl_st *ssl);
+struct upstream_link *upstream_link_adopt(struct upstream *u, int fd);
+void upstream_link_release(struct upstream_link *l);
+
+/*
+ * The newest idle connection to p, or NULL.  With check, one the peer has
+ * not closed (a MSG_PEEK; connections found closed are closed): for a
+ * request that cannot be retried.
+ */
+struct upstream_link *upstream_pool_get(struct upstream *u,
+    struct upstream_peer *p, bool check);
+
+/*
+ * Keeps l idle for p; the least recently used one is closed when full.
+ * False (l untouched: close it) when the group keeps no idle connections.
+ */
+bool upstream_pool_put(struct upstream *u, struct upstream_peer *p,
+    struct upstream_link *l);
+
+/* Takes l out of the pool (the peer closed it); the caller closes it. */
+void upstream_pool_drop(struct upstream *u, struct upstream_link *l);
 
 /*
  * A non-blocking socket to p with connect() started, or -1 (errno set)

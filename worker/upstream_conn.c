@@ -7,10 +7,19 @@
  * bytes are decoded by the module and handed over at once.  The handler
  * stops reading with upstream_conn_pause() while its client is behind.
  *
- * Timeouts ride on the events: with EV_PERSIST a timeout is restarted by
- * each activation, which is "between two reads" (or writes).  The read
- * timeout runs once the whole request is sent, so a slow client body is
- * timed by the connection's body_timeout, not by the upstream's.
+ * Each connection (struct upstream_link) has its read event added once,
+ * when connected, and kept until it is closed, also while it idles in
+ * the pool: the callback goes to the exchange that holds it, or, in the
+ * pool, closes it (the peer closed it or spoke out of turn).  Taking and
+ * returning a pooled connection touches no event.  The write event is
+ * added only while bytes wait for room.
+ *
+ * One timer per exchange, on a deadline queue (worker/deadline.h): the
+ * connect timeout (connect and TLS handshake), the send timeout while
+ * request bytes wait, renewed by each write, and the read timeout once
+ * the whole request is sent, renewed by each read: "between two reads".
+ * A slow client body is timed by the connection's body_timeout, not by
+ * the upstream's.
  *
  * Reuse: a connection goes back to the pool only when the module says so,
  * the whole request went out, and no byte came after the response.
@@ -23,6 +32,7 @@
  */
 #include <errno.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,6 +44,7 @@
 #include "master/config.h"
 #include "master/log.h"
 #include "worker/conn.h"
+#include "worker/deadline.h"
 #include "worker/http_response.h"
 #include "shm/stats.h"
 #include "worker/tls.h"
@@ -56,6 +67,23 @@ enum uc_state {
 	UC_DONE,			/* complete; connection let go */
 };
 
+enum uc_timer {
+	UT_NONE,
+	UT_CONNECT,			/* connect and TLS handshake */
+	UT_SEND,			/* request bytes wait for room */
+	UT_READ,			/* the request is sent: the answer */
+};
+
+struct upstream_link {
+	int fd;
+	struct ssl_st *ssl;		/* while pooled; the exchange's else */
+	struct upstream *up;
+	struct upstream_conn *uc;	/* its exchange; NULL while pooled */
+	bool reading, writing;		/* rev, wev added */
+	struct event rev, wev;
+	struct upstream_link *next;	/* free list */
+};
+
 struct upstream_conn {
 	struct upstream *up;
 	struct upstream_peer *peer;
@@ -66,9 +94,12 @@ struct upstream_conn {
 	struct conn *c;			/* the client's, for its log line */
 	uint64_t open_us, connect_us;	/* when it began, and its connect */
 	int64_t connect_time_us;	/* -1: a pooled connection */
-	int fd;
+	struct upstream_link *link;	/* the connection, or NULL */
+	int fd;				/* link's, or -1 */
 	struct ssl_st *ssl;		/* TLS to the peer, or NULL */
 	enum uc_state state;
+	enum uc_timer timer;
+	struct dl_node tnode;
 	int cerr;			/* connect() failed at once */
 
 	/* The request side. */
@@ -97,16 +128,18 @@ struct upstream_conn {
 	uint64_t body_bytes;		/* payload so far, for the log */
 	struct http_response resp;
 
-	struct event rev, wev;
 	void *ctx;			/* the module's state */
 	size_t ctx_size;
 	struct upstream_conn *next;	/* free list */
 };
 
 static struct upstream_conn *free_uc;
+static struct upstream_link *free_link;
+static struct dl_queue *uq;		/* the exchanges' timers */
 
-static void read_cb(evutil_socket_t, short, void *);
-static void write_cb(evutil_socket_t, short, void *);
+static void uc_read(struct upstream_conn *);
+static void uc_write(struct upstream_conn *);
+static void uc_due(struct dl_node *);
 
 /* Buffers ------------------------------------------------------------ */
 
@@ -194,31 +227,185 @@ fail:
 	return NULL;
 }
 
+/* Connections ---------------------------------------------------------- */
+
+static void
+link_read_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct upstream_link *l = arg;
+	char b;
+
+	(void)what;
+	if (l->uc != NULL) {
+		uc_read(l->uc);
+		return;
+	}
+	/* Pooled: a wakeup meant for its last exchange finds nothing. */
+	if (recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) < 0 &&
+	    (errno == EAGAIN || errno == EWOULDBLOCK))
+		return;
+	/* The peer closed it or sent bytes nobody asked for: either way it
+	 * cannot carry a request. */
+	upstream_pool_drop(l->up, l);
+	upstream_link_close(l, true);
+}
+
+static void
+link_write_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct upstream_link *l = arg;
+
+	(void)fd;
+	(void)what;
+	if (l->uc != NULL)
+		uc_write(l->uc);
+}
+
+static struct upstream_link *
+link_new(struct upstream_conn *uc, int fd)
+{
+	struct upstream_link *l = free_link;
+
+	if (l != NULL)
+		free_link = l->next;
+	else if ((l = malloc(sizeof(*l))) == NULL)
+		return NULL;
+	l->fd = fd;
+	l->ssl = NULL;
+	l->up = uc->up;
+	l->uc = uc;
+	l->reading = l->writing = false;
+	event_assign(&l->rev, worker.base, fd, EV_READ | EV_PERSIST,
+	    link_read_cb, l);
+	event_assign(&l->wev, worker.base, fd, EV_WRITE | EV_PERSIST,
+	    link_write_cb, l);
+	return l;
+}
+
+int
+upstream_link_fd(const struct upstream_link *l)
+{
+	return l->fd;
+}
+
+struct upstream_link *
+upstream_link_adopt(struct upstream *u, int fd)
+{
+	struct upstream_link *l = free_link;
+
+	if (l != NULL)
+		free_link = l->next;
+	else if ((l = malloc(sizeof(*l))) == NULL)
+		return NULL;
+	l->fd = fd;
+	l->ssl = NULL;
+	l->up = u;
+	l->uc = NULL;
+	l->writing = false;
+	event_assign(&l->rev, worker.base, fd, EV_READ | EV_PERSIST,
+	    link_read_cb, l);
+	event_assign(&l->wev, worker.base, fd, EV_WRITE | EV_PERSIST,
+	    link_write_cb, l);
+	l->reading = event_add(&l->rev, NULL) == 0;
+	return l;
+}
+
+void
+upstream_link_release(struct upstream_link *l)
+{
+	if (l->reading)
+		event_del(&l->rev);
+	if (l->writing)
+		event_del(&l->wev);
+	l->next = free_link;
+	free_link = l;
+}
+
+void
+upstream_link_close(struct upstream_link *l, bool clean)
+{
+	if (l->reading)
+		event_del(&l->rev);
+	if (l->writing)
+		event_del(&l->wev);
+	upstream_tls_close(l->ssl, clean);
+	close(l->fd);
+	l->ssl = NULL;
+	l->fd = -1;
+	l->next = free_link;
+	free_link = l;
+}
+
+static void
+link_read(struct upstream_link *l)
+{
+	if (!l->reading) {
+		event_add(&l->rev, NULL);
+		l->reading = true;
+	}
+}
+
+static void
+link_write(struct upstream_link *l, bool on)
+{
+	if (on && !l->writing)
+		event_add(&l->wev, NULL);
+	else if (!on && l->writing)
+		event_del(&l->wev);
+	l->writing = on;
+}
+
+static void
+uc_untime(struct upstream_conn *uc)
+{
+	if (uc->timer != UT_NONE) {
+		dl_del(&uc->tnode);
+		uc->timer = UT_NONE;
+	}
+}
+
+/* Sets (or renews) the exchange's one timer. */
+static void
+uc_time(struct upstream_conn *uc, enum uc_timer t)
+{
+	const struct config_upstream *cf = upstream_config(uc->up);
+
+	uc_untime(uc);
+	uc->timer = t;
+	dl_add(uq, &uc->tnode, (uint64_t)(t == UT_CONNECT ?
+	    cf->connect_timeout_ms : t == UT_SEND ? cf->send_timeout_ms :
+	    cf->read_timeout_ms));
+}
+
 /*
- * Gives the connection back to the pool, or closes it.  The pool starts
- * watching the fd while rev still does, so no epoll_ctl() is made.
+ * Gives the connection back to the pool, or closes it.  It stays
+ * registered for reading: in the pool, that is how a peer closing it is
+ * seen.
  */
 static void
 uc_detach(struct upstream_conn *uc, bool reuse)
 {
-	if (uc->fd == -1)
+	struct upstream_link *l = uc->link;
+
+	if (l == NULL)
 		return;
+	uc_untime(uc);
 	/* Bytes OpenSSL holds past the response: not for the next one. */
 	if (reuse && uc->ssl != NULL && tls_pending(uc->ssl))
 		reuse = false;
+	link_write(l, false);
+	l->ssl = uc->ssl;
+	l->uc = NULL;
 	if (reuse) {
 		upstream_peer_ok(uc->peer);
-		event_add(&uc->rev, NULL);
-		reuse = upstream_pool_put(uc->up, uc->peer, uc->fd, uc->ssl);
+		link_read(l);
+		reuse = upstream_pool_put(uc->up, uc->peer, l);
 	}
-	event_del(&uc->rev);
-	event_del(&uc->wev);
-	if (!reuse) {
-		/* close_notify only after a clean end of the exchange. */
-		upstream_tls_close(uc->ssl, uc->state == UC_DONE ||
+	/* close_notify only after a clean end of the exchange. */
+	if (!reuse)
+		upstream_link_close(l, uc->state == UC_DONE ||
 		    uc->state == UC_HEADED);
-		close(uc->fd);
-	}
+	uc->link = NULL;
 	uc->ssl = NULL;
 	uc->fd = -1;
 }
@@ -226,6 +413,7 @@ uc_detach(struct upstream_conn *uc, bool reuse)
 static void
 uc_free(struct upstream_conn *uc)
 {
+	uc_untime(uc);
 	if (uc->proto->done != NULL)
 		uc->proto->done(uc->ctx);
 	if (uc->rsize > UC_RBUF) {
@@ -253,6 +441,7 @@ void
 upstream_conn_free_all(void)
 {
 	struct upstream_conn *uc;
+	struct upstream_link *l;
 
 	while ((uc = free_uc) != NULL) {
 		free_uc = uc->next;
@@ -261,6 +450,12 @@ upstream_conn_free_all(void)
 		free(uc->ctx);
 		free(uc);
 	}
+	while ((l = free_link) != NULL) {
+		free_link = l->next;
+		free(l);
+	}
+	dl_queue_free(uq);
+	uq = NULL;
 }
 
 struct upstream_peer *
@@ -308,45 +503,24 @@ uc_fail(struct upstream_conn *uc, int status, bool peer_fault,
 
 /* Events -------------------------------------------------------------- */
 
-static void
-ms_tv(struct timeval *tv, int ms)
-{
-	tv->tv_sec = ms / 1000;
-	tv->tv_usec = (ms % 1000) * 1000;
-}
-
-static void
-uc_events(struct upstream_conn *uc)
-{
-	event_assign(&uc->rev, worker.base, uc->fd, EV_READ | EV_PERSIST,
-	    read_cb, uc);
-	event_assign(&uc->wev, worker.base, uc->fd, EV_WRITE | EV_PERSIST,
-	    write_cb, uc);
-}
-
+/* Request bytes wait: the write event, under the send timeout. */
 static void
 uc_want_write(struct upstream_conn *uc)
 {
-	const struct config_upstream *cf = upstream_config(uc->up);
-	struct timeval tv;
-
-	ms_tv(&tv, uc->state == UC_CONNECT || uc->state == UC_HANDSHAKE ?
-	    cf->connect_timeout_ms : cf->send_timeout_ms);
-	event_add(&uc->wev, &tv);
+	link_write(uc->link, true);
+	uc_time(uc, UT_SEND);
 }
 
 /* Reads; the read timeout runs once the whole request is sent. */
 static void
 uc_want_read(struct upstream_conn *uc)
 {
-	struct timeval tv;
-	bool sent = uc->body_done && uc->wpos == uc->w.len;
-
 	if (uc->paused || uc->state == UC_CONNECT ||
-	    uc->state == UC_HANDSHAKE || uc->fd == -1)
+	    uc->state == UC_HANDSHAKE || uc->link == NULL)
 		return;
-	ms_tv(&tv, upstream_config(uc->up)->read_timeout_ms);
-	event_add(&uc->rev, sent ? &tv : NULL);
+	link_read(uc->link);
+	if (uc->body_done && uc->wpos == uc->w.len)
+		uc_time(uc, UT_READ);
 }
 
 /*
@@ -392,10 +566,10 @@ uc_recv(struct upstream_conn *uc, char *p, size_t len)
 static void
 uc_more(struct upstream_conn *uc)
 {
-	if (uc->ssl != NULL && uc->fd != -1 && !uc->paused &&
+	if (uc->ssl != NULL && uc->link != NULL && !uc->paused &&
 	    uc->state >= UC_HEAD && uc->state < UC_DONE &&
 	    tls_pending(uc->ssl))
-		event_active(&uc->rev, EV_READ, 0);
+		event_active(&uc->link->rev, EV_READ, 0);
 }
 
 /* Connecting ---------------------------------------------------------- */
@@ -413,8 +587,15 @@ uc_connect(struct upstream_conn *uc)
 		    upstream_peer_name(uc->peer));
 		return false;
 	}
-	uc_events(uc);
-	uc_want_write(uc);
+	if ((uc->link = link_new(uc, uc->fd)) == NULL) {
+		log_error("upstream %s: out of memory",
+		    upstream_peer_name(uc->peer));
+		close(uc->fd);
+		uc->fd = -1;
+		return false;
+	}
+	link_write(uc->link, true);
+	uc_time(uc, UT_CONNECT);
 	return true;
 }
 
@@ -441,16 +622,20 @@ uc_write_now(struct upstream_conn *uc)
 static bool
 uc_begin(struct upstream_conn *uc)
 {
+	struct upstream_link *l;
+
 	/* A request that cannot be retried wants a connection checked. */
-	uc->fd = upstream_pool_get(uc->up, uc->peer, !uc->idempotent,
-	    &uc->ssl);
-	if (uc->fd == -1)
+	l = upstream_pool_get(uc->up, uc->peer, !uc->idempotent);
+	if (l == NULL)
 		return uc_connect(uc);
+	/* Its read event is added already. */
+	uc->link = l;
+	l->uc = uc;
+	uc->fd = l->fd;
+	uc->ssl = l->ssl;
+	l->ssl = NULL;
 	uc->reused = true;
 	uc->state = UC_HEAD;
-	uc_events(uc);
-	uc_want_read(uc);
-	upstream_pool_taken(uc->up);
 	if (uc->has_body)
 		uc_want_write(uc);
 	else
@@ -492,6 +677,8 @@ upstream_conn_open(struct upstream *u, const struct upstream_proto *proto,
 	int st;
 
 	*status = 502;
+	if (uq == NULL && (uq = dl_queue_new(worker.base, uc_due)) == NULL)
+		return NULL;
 	if ((uc = uc_alloc(proto->ctx_size)) == NULL)
 		return NULL;
 	uc->up = u;
@@ -507,9 +694,11 @@ upstream_conn_open(struct upstream *u, const struct upstream_proto *proto,
 	uc->open_us = worker.now_us;
 	uc->connect_time_us = -1;
 	STATS_ROW_INC(upstream_peer_stats(u, uc->peer), peer_requests);
+	uc->link = NULL;
 	uc->fd = -1;
 	uc->ssl = NULL;
 	uc->state = UC_CONNECT;
+	uc->timer = UT_NONE;
 	uc->idempotent = rq->idempotent;
 	uc->has_body = r->content_length > 0 || r->chunked;
 	uc->body_done = !uc->has_body;
@@ -642,6 +831,33 @@ uc_next(struct upstream_conn *uc, unsigned why, const char *what, int err)
 	return true;
 }
 
+/* The exchange's timer is due. */
+static void
+uc_due(struct dl_node *n)
+{
+	struct upstream_conn *uc = (struct upstream_conn *)(void *)
+	    ((char *)n - offsetof(struct upstream_conn, tnode));
+	enum uc_timer t = uc->timer;
+	const char *what;
+
+	uc->timer = UT_NONE;		/* out of the queue already */
+	worker_update_time();
+	if (t == UT_CONNECT) {
+		what = uc->state == UC_HANDSHAKE ? "TLS handshake timed out" :
+		    "connect timed out";
+		if (!uc_next(uc, NEXT_TIMEOUT, what, 0))
+			uc_fail(uc, 504, true, "%s", what);
+	} else if (t == UT_SEND) {
+		if (!uc_next(uc, NEXT_TIMEOUT, "send timed out", 0))
+			uc_fail(uc, 504, false, "timed out sending the "
+			    "request");
+	} else if (t == UT_READ) {
+		if (!uc_next(uc, NEXT_TIMEOUT, "read timed out", 0))
+			uc_fail(uc, 504, uc->state != UC_BODY,
+			    "read timed out");
+	}
+}
+
 /* Connected (and the handshake done): the request goes out. */
 static void
 uc_ready(struct upstream_conn *uc)
@@ -658,13 +874,10 @@ uc_ready(struct upstream_conn *uc)
 static void
 uc_handshake(struct upstream_conn *uc)
 {
-	const struct config_upstream *cf = upstream_config(uc->up);
-	struct timeval tv;
 	char why[256];
 	int rc = upstream_tls_handshake(uc->ssl, why, sizeof(why));
 
 	if (rc == 0) {
-		event_del(&uc->rev);
 		uc_ready(uc);
 		return;
 	}
@@ -674,15 +887,9 @@ uc_handshake(struct upstream_conn *uc)
 		uc_fail(uc, 502, true, "TLS handshake: %s", why);
 		return;
 	}
-	/* One event at a time, under what is left of connect_timeout. */
-	ms_tv(&tv, cf->connect_timeout_ms);
-	if (rc == TLS_WANT_READ) {
-		event_del(&uc->wev);
-		event_add(&uc->rev, &tv);
-	} else {
-		event_del(&uc->rev);
-		event_add(&uc->wev, &tv);
-	}
+	/* Reading is always on; writing only when asked for.  The connect
+	 * timer covers the whole handshake. */
+	link_write(uc->link, rc == TLS_WANT_WRITE);
 }
 
 static void
@@ -707,9 +914,11 @@ uc_connected(struct upstream_conn *uc)
 			return;
 		}
 		uc->state = UC_HANDSHAKE;
+		link_read(uc->link);
 		uc_handshake(uc);
 		return;
 	}
+	link_read(uc->link);
 	uc_ready(uc);
 }
 
@@ -746,26 +955,11 @@ upstream_conn_body_room(const struct upstream_conn *uc)
 }
 
 static void
-write_cb(evutil_socket_t fd, short what, void *arg)
+uc_write(struct upstream_conn *uc)
 {
-	struct upstream_conn *uc = arg;
 	ssize_t n;
 
 	worker_update_time();
-	if (what & EV_TIMEOUT) {
-		if (uc_next(uc, NEXT_TIMEOUT, uc->state == UC_CONNECT ?
-		    "connect timed out" : uc->state == UC_HANDSHAKE ?
-		    "TLS handshake timed out" : "send timed out", 0))
-			return;
-		if (uc->state == UC_CONNECT)
-			uc_fail(uc, 504, true, "connect timed out");
-		else if (uc->state == UC_HANDSHAKE)
-			uc_fail(uc, 504, true, "TLS handshake timed out");
-		else
-			uc_fail(uc, 504, false, "timed out sending the "
-			    "request");
-		return;
-	}
 	if (uc->state == UC_CONNECT) {
 		uc_connected(uc);
 		return;
@@ -793,9 +987,12 @@ write_cb(evutil_socket_t fd, short what, void *arg)
 			uc->wpos += (size_t)n;
 		}
 	}
-	if (uc->wpos < uc->w.len && !uc->write_shut)
+	if (uc->wpos < uc->w.len && !uc->write_shut) {
+		uc_time(uc, UT_SEND);	/* renewed by each write */
 		return;
-	event_del(&uc->wev);
+	}
+	link_write(uc->link, false);
+	uc_untime(uc);
 	if (uc->has_body) {
 		/* Body bytes leave the buffer: no replay from here on. */
 		uc->wpos = uc->w.len = 0;
@@ -812,8 +1009,12 @@ void
 upstream_conn_pause(struct upstream_conn *uc)
 {
 	uc->paused = true;
-	if (uc->fd != -1)
-		event_del(&uc->rev);
+	if (uc->link != NULL && uc->link->reading) {
+		event_del(&uc->link->rev);
+		uc->link->reading = false;
+	}
+	if (uc->timer == UT_READ)
+		uc_untime(uc);
 }
 
 void
@@ -961,21 +1162,11 @@ uc_eof(struct upstream_conn *uc, int err)
 }
 
 static void
-read_cb(evutil_socket_t fd, short what, void *arg)
+uc_read(struct upstream_conn *uc)
 {
-	struct upstream_conn *uc = arg;
 	ssize_t n;
 
 	worker_update_time();
-	if (what & EV_TIMEOUT) {
-		if (uc_next(uc, NEXT_TIMEOUT, uc->state == UC_HANDSHAKE ?
-		    "TLS handshake timed out" : "read timed out", 0))
-			return;
-		uc_fail(uc, 504, uc->state != UC_BODY,
-		    uc->state == UC_HANDSHAKE ? "TLS handshake timed out" :
-		    "read timed out");
-		return;
-	}
 	if (uc->state == UC_HANDSHAKE) {
 		uc_handshake(uc);
 		return;
@@ -989,6 +1180,8 @@ read_cb(evutil_socket_t fd, short what, void *arg)
 	}
 	uc->got_bytes = true;
 	uc->rlen += (size_t)n;
+	if (uc->timer == UT_READ)
+		uc_time(uc, UT_READ);	/* renewed by each read */
 	if (uc->state != UC_BODY) {
 		if (uc_head(uc))
 			uc_more(uc);
@@ -1022,7 +1215,7 @@ void
 upstream_conn_close(struct upstream_conn *uc)
 {
 	/* From the head callback, rbuf still starts with the head. */
-	if (uc->fd != -1)
+	if (uc->link != NULL)
 		uc_detach(uc, uc->state == UC_HEADED && uc_rest_complete(uc));
 	uc_free(uc);
 }

@@ -28,7 +28,6 @@
 static struct config cf;
 static struct config_upstream ucf;
 static struct config_peer peers[4];
-static struct ssl_st *tls;		/* a pooled connection's session */
 
 /* A group "app" of n peers with these weights. */
 static struct upstream *
@@ -179,6 +178,33 @@ pair(int fds[2])
 	cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);
 }
 
+/* Pools fd as a connection to p, watched as the driver's would be. */
+static bool
+put(struct upstream *u, struct upstream_peer *p, int fd)
+{
+	struct upstream_link *l = upstream_link_adopt(u, fd);
+
+	cr_assert_not_null(l);
+	if (upstream_pool_put(u, p, l))
+		return true;
+	upstream_link_release(l);
+	return false;
+}
+
+/* The fd of the pool's connection to p (taken out, left open), or -1. */
+static int
+get(struct upstream *u, struct upstream_peer *p, bool check)
+{
+	struct upstream_link *l = upstream_pool_get(u, p, check);
+	int fd;
+
+	if (l == NULL)
+		return -1;
+	fd = upstream_link_fd(l);
+	upstream_link_release(l);
+	return fd;
+}
+
 /* True when the peer's end sees the pool's end closed. */
 static bool
 closed_by_pool(int peer_end)
@@ -200,22 +226,21 @@ Test(upstream, pool_is_per_peer_newest_first)
 	pair(x);
 	pair(y);
 	pair(z);
-	upstream_pool_put(u, a, x[0], NULL);
-	upstream_pool_put(u, b, y[0], NULL);
-	upstream_pool_put(u, a, z[0], NULL);
-	cr_expect_eq(upstream_pool_get(u, a, false, &tls), z[0]);
-	cr_expect_eq(upstream_pool_get(u, a, false, &tls), x[0]);
-	cr_expect_eq(upstream_pool_get(u, a, false, &tls), -1);
-	cr_expect_eq(upstream_pool_get(u, b, false, &tls), y[0]);
-	cr_expect_eq(upstream_pool_get(u, b, false, &tls), -1);
+	put(u, a, x[0]);
+	put(u, b, y[0]);
+	put(u, a, z[0]);
+	cr_expect_eq(get(u, a, false), z[0]);
+	cr_expect_eq(get(u, a, false), x[0]);
+	cr_expect_eq(get(u, a, false), -1);
+	cr_expect_eq(get(u, b, false), y[0]);
+	cr_expect_eq(get(u, b, false), -1);
 }
 
 /* Takes the pool's connection to p, which must be want. */
 static void
 take(struct upstream *u, struct upstream_peer *p, bool check, int want)
 {
-	cr_expect_eq(upstream_pool_get(u, p, check, &tls), want);
-	upstream_pool_taken(u);
+	cr_expect_eq(get(u, p, check), want);
 }
 
 Test(upstream, pool_checks_what_the_peer_closed)
@@ -227,13 +252,13 @@ Test(upstream, pool_checks_what_the_peer_closed)
 
 	pair(x);
 	pair(y);
-	cr_assert(upstream_pool_put(u, a, x[0], NULL));
-	cr_assert(upstream_pool_put(u, a, y[0], NULL));
+	cr_assert(put(u, a, x[0]));
+	cr_assert(put(u, a, y[0]));
 	close(y[1]);				/* the newest one died */
 	take(u, a, true, x[0]);
 	take(u, a, true, -1);
 	/* A peer that sent bytes while idle is not to be trusted either. */
-	cr_assert(upstream_pool_put(u, a, x[0], NULL));
+	cr_assert(put(u, a, x[0]));
 	cr_assert_eq(write(x[1], "H", 1), 1);
 	take(u, a, true, -1);
 	cr_expect(closed_by_pool(x[1]));
@@ -249,9 +274,9 @@ Test(upstream, idle_connections_closed_by_the_peer_leave_the_pool)
 	pair(x);
 	pair(y);
 	pair(z);
-	cr_assert(upstream_pool_put(u, a, x[0], NULL));
-	cr_assert(upstream_pool_put(u, a, y[0], NULL));
-	cr_assert(upstream_pool_put(u, a, z[0], NULL));
+	cr_assert(put(u, a, x[0]));
+	cr_assert(put(u, a, y[0]));
+	cr_assert(put(u, a, z[0]));
 	close(y[1]);
 	cr_assert_eq(write(z[1], "H", 1), 1);	/* unasked bytes */
 	/* The loop sees both, without anyone asking the pool. */
@@ -271,12 +296,12 @@ Test(upstream, full_pool_closes_the_least_recently_used)
 	pair(x);
 	pair(y);
 	pair(z);
-	upstream_pool_put(u, a, x[0], NULL);
-	upstream_pool_put(u, a, y[0], NULL);
-	upstream_pool_put(u, a, z[0], NULL);
+	put(u, a, x[0]);
+	put(u, a, y[0]);
+	put(u, a, z[0]);
 	cr_expect(closed_by_pool(x[1]));
-	cr_expect_eq(upstream_pool_get(u, a, false, &tls), z[0]);
-	cr_expect_eq(upstream_pool_get(u, a, false, &tls), y[0]);
+	cr_expect_eq(get(u, a, false), z[0]);
+	cr_expect_eq(get(u, a, false), y[0]);
 }
 
 Test(upstream, keepalive_0_keeps_nothing)
@@ -287,8 +312,8 @@ Test(upstream, keepalive_0_keeps_nothing)
 	int x[2];
 
 	pair(x);
-	cr_expect_not(upstream_pool_put(u, a, x[0], NULL));
-	cr_expect_eq(upstream_pool_get(u, a, false, &tls), -1);
+	cr_expect_not(put(u, a, x[0]));
+	cr_expect_eq(get(u, a, false), -1);
 }
 
 /* Peer 0 becomes unix:path. */
