@@ -177,6 +177,15 @@ timer_move(struct conn *c, enum ctimer kind, uint64_t ms)
 	dl_add(tq[kind], &c->tnode, ms);
 }
 
+/* The same, due at the time at, dl_now() having said now. */
+static void
+timer_move_at(struct conn *c, enum ctimer kind, uint64_t at, uint64_t now)
+{
+	dl_del(&c->tnode);
+	c->timer = kind;
+	dl_add_at(tq[kind], &c->tnode, at, now);
+}
+
 static void
 timer_stop(struct conn *c)
 {
@@ -558,15 +567,15 @@ write_cb(evutil_socket_t fd, short what, void *arg)
 	conn_write(c);
 }
 
-/* Sets the body's timer: see body_due(). */
+/* Sets the body's timer (see body_due()), reading the clock once. */
 static void
 body_timer(struct conn *c)
 {
 	uint64_t now = dl_now(), due = body_due(c);
 
-	if (c->io_failed)
-		due = now;		/* see wev_add() */
-	timer_move(c, T_BODY, due > now ? due - now : 0);
+	if (c->io_failed || due < now)
+		due = now;		/* io_failed: see wev_add() */
+	timer_move_at(c, T_BODY, due, now);
 }
 
 static bool

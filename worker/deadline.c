@@ -87,17 +87,12 @@ dl_queue_free(struct dl_queue *q)
 	free(q);
 }
 
-void
-dl_add(struct dl_queue *q, struct dl_node *n, uint64_t ms)
+static inline void
+add_at(struct dl_queue *q, struct dl_node *n, uint64_t at, uint64_t now)
 {
 	struct dl_node *p = q->list.prev;
-	uint64_t now, at;
 
-	if (ms == DL_NEVER) {
-		at = DL_NEVER;
-	} else {
-		now = dl_now();
-		at = now + ms;
+	if (at != DL_NEVER) {
 		/* Same duration: p is the tail; else walk back to the place. */
 		while (p != &q->list && p->at > at)
 			p = p->prev;
@@ -109,6 +104,25 @@ dl_add(struct dl_queue *q, struct dl_node *n, uint64_t ms)
 	n->next = p->next;
 	p->next->prev = n;
 	p->next = n;
+}
+
+void
+dl_add(struct dl_queue *q, struct dl_node *n, uint64_t ms)
+{
+	uint64_t now;
+
+	if (ms == DL_NEVER) {
+		add_at(q, n, DL_NEVER, 0);
+		return;
+	}
+	now = dl_now();
+	add_at(q, n, now + ms, now);
+}
+
+void
+dl_add_at(struct dl_queue *q, struct dl_node *n, uint64_t at, uint64_t now)
+{
+	add_at(q, n, at, now);
 }
 
 struct dl_node *

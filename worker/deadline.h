@@ -35,6 +35,10 @@ struct dl_queue *dl_queue_new(struct event_base *base, dl_fire_fn *fire);
 void dl_queue_free(struct dl_queue *q);
 /* Adds n, in no queue, due in ms milliseconds (DL_NEVER: never). */
 void dl_add(struct dl_queue *q, struct dl_node *n, uint64_t ms);
+/* The same, due at the monotonic time at, for a caller that read the
+ * clock already (it said now): the clock is not read again. */
+void dl_add_at(struct dl_queue *q, struct dl_node *n, uint64_t at,
+    uint64_t now);
 /* Takes n out of its queue (or list). */
 static inline void
 dl_del(struct dl_node *n)

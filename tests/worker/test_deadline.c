@@ -9,6 +9,9 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "worker/deadline.h"
 
@@ -25,6 +28,16 @@ struct item {
 };
 
 static struct event_base *base;
+static unsigned clock_reads;
+
+/* Counts the reads of the clock (this program's, libevent's too) and
+ * reads it. */
+int
+clock_gettime(clockid_t id, struct timespec *ts)
+{
+	clock_reads++;
+	return (int)syscall(SYS_clock_gettime, id, ts);
+}
 static struct dl_queue *q;
 static struct item items[N];
 static int order[N * 2], norder;
@@ -173,4 +186,29 @@ Test(deadline, plain_list_append_and_del)
 	dl_del(&items[1].node);
 	cr_assert_eq(list.next, &list);
 	cr_assert_eq(list.prev, &list);
+}
+
+Test(deadline, a_caller_that_read_the_clock_adds_without_reading_it_again)
+{
+	uint64_t now = dl_now();
+	unsigned reads = clock_reads;
+
+	/* Behind a node due earlier, whose timer is set: no read at all
+	 * (dl_add() reads it once).  As the new head it sets the timer,
+	 * which is libevent's read, from now. */
+	dl_add(q, &items[0].node, 20);
+	cr_assert_gt(clock_reads, reads);
+	reads = clock_reads;
+	dl_add_at(q, &items[1].node, now + 40, now);
+	cr_assert_eq(clock_reads, reads);
+	cr_assert_eq(items[1].node.at, now + 40);
+	dl_add_at(q, &items[2].node, now + 10, now);
+	cr_assert_eq((struct item *)dl_first(q), &items[2]);
+	run();
+	cr_assert_eq(norder, 3);
+	cr_assert_eq(order[0], 2);
+	cr_assert_eq(order[1], 0);
+	cr_assert_eq(order[2], 1);
+	for (int i = 0; i < 3; i++)
+		cr_assert_geq(items[i].when, items[i].at);
 }
