@@ -176,6 +176,14 @@ void http_date_format(time_t t, char *out);
 /* Parses IMF-fixdate, RFC 850 and asctime dates; -1 when invalid. */
 time_t http_date_parse(const char *p, size_t len);
 
+/* Whether the request has any precondition http_conditional() looks at. */
+static inline bool
+http_has_conditions(const struct http_request *r)
+{
+	return r->if_match.p != NULL || r->if_none_match.p != NULL ||
+	    r->if_modified_since.p != NULL || r->if_unmodified_since.p != NULL;
+}
+
 /*
  * Evaluates the preconditions of RFC 9110 section 13.2.2 against a
  * representation with this strong etag (quoted) and mtime.  Returns 0 to go

@@ -82,6 +82,11 @@ http_skip_ows(const char *p, const char *end)
  */
 const char *http_field_line(const char **pp, struct http_header *h);
 
+/* The same for a block that ends before end: values are scanned eight
+ * bytes at a time where the block has them. */
+const char *http_field_line_in(const char **pp, const char *end,
+    struct http_header *h);
+
 /* The same for a block whose lines may also end in a bare LF (CGI). */
 const char *http_field_line_lf(const char **pp, struct http_header *h);
 

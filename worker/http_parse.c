@@ -494,11 +494,12 @@ field(struct http_request *r, struct fields *f, const struct http_header *h)
 	return HTTP_OK;
 }
 
-/* Parses one "name: value" line at *pp, which ends in CRLF. */
+/* Parses one "name: value" line at *pp, which ends in CRLF before end. */
 static int
-field_line(struct http_request *r, const char **pp, struct http_header *h)
+field_line(struct http_request *r, const char **pp, const char *end,
+    struct http_header *h)
 {
-	const char *why = http_field_line(pp, h);
+	const char *why = http_field_line_in(pp, end, h);
 
 	return why == NULL ? HTTP_OK : fail(r, 400, why);
 }
@@ -604,7 +605,8 @@ parse_block(struct http_request *r, const char *buf, const char *end,
 			break;
 		if (r->nheaders == cap)
 			return fail(r, 431, "too many header fields");
-		if (field_line(r, &p, &headers[r->nheaders]) == HTTP_ERROR)
+		if (field_line(r, &p, end, &headers[r->nheaders]) ==
+		    HTTP_ERROR)
 			return HTTP_ERROR;
 		if (!checked && p[-1] != '\n')
 			return HTTP_AGAIN;

@@ -830,10 +830,13 @@ serve_file(struct conn *c, struct fentry *fe)
 		memcpy(cur.extra + cur.elen, "Vary: Accept-Encoding\r\n", 23);
 		cur.elen += 23;
 	}
-	/* Ranges address the file's own bytes: they are answered plain. */
-	if (r->range.p == NULL && static_serve_encoded(c, fe))
+	/* Ranges address the file's own bytes: they are answered plain;
+	 * with no copy and no gzip_static, nothing but plain is offered. */
+	if (r->range.p == NULL && (fe->encs != 0 || cur.loc->gzip_static) &&
+	    static_serve_encoded(c, fe))
 		return;
-	switch (http_conditional(r, fe->etag, fe->etag_len, fe->mtime)) {
+	switch (http_has_conditions(r) ? http_conditional(r, fe->etag,
+	    fe->etag_len, fe->mtime) : 0) {
 	case 304:
 		serve_not_modified(c, fe);
 		return;

@@ -220,9 +220,6 @@ static_serve_encoded(struct conn *c, struct fentry *fe)
 	struct span ae;
 	int pick;
 
-	/* Nothing to offer: what the client accepts does not matter. */
-	if (offer == 0 && (cur.loc == NULL || !cur.loc->gzip_static))
-		return false;
 	ae = http_header_get(conn_req(c), "Accept-Encoding");
 	if (ae.p == NULL)
 		return false;

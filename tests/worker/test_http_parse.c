@@ -760,6 +760,66 @@ Test(parse, pipelined_in_one_buffer)
 	}
 }
 
+/*
+ * Field values are scanned a word at a time where the block has eight
+ * bytes left: random values of every length around a word, of bytes that
+ * are allowed (obs-text too) or not (CTLs, DEL, CR, LF), must parse or
+ * fail exactly as the byte classes say.
+ */
+Test(parse, field_values_word_at_a_time)
+{
+	static const unsigned char good[] = "aZ0 \t~!\"\x80\xff:;";
+	static const unsigned char bad[] = { 0x00, 0x01, 0x08, 0x0a, 0x0b,
+	    0x0d, 0x1f, 0x7f };
+	struct http_header h[NHDR];
+	struct http_request r;
+	unsigned char val[64];
+	char buf[256];
+	size_t i, k, len, n, scan, a, b;
+	unsigned seed = 12345;
+	bool ok;
+	ssize_t rc;
+
+	for (i = 0; i < 50000; i++) {
+		seed = seed * 1103515245u + 12345u;
+		len = (seed >> 16) % 40;
+		ok = true;
+		for (k = 0; k < len; k++) {
+			seed = seed * 1103515245u + 12345u;
+			if ((seed >> 16) % 64 == 0) {
+				val[k] = bad[(seed >> 8) % sizeof(bad)];
+				ok = false;
+			} else
+				val[k] = good[(seed >> 8) % (sizeof(good) - 1)];
+		}
+		n = (size_t)snprintf(buf, sizeof(buf), "GET / HTTP/1.1\r\n"
+		    "Host: a\r\nX: ");
+		memcpy(buf + n, val, len);
+		n += len;
+		memcpy(buf + n, "\r\nY: z\r\n\r\n", 10);
+		n += 10;
+		scan = 0;
+		rc = http_parse_request(&r, buf, n, &scan, h, NHDR, &lim);
+		if (!ok) {
+			cr_assert_eq(rc, HTTP_ERROR, "%zu: %zd", i, rc);
+			cr_assert_eq(r.status, 400);
+			continue;
+		}
+		cr_assert_eq(rc, (ssize_t)n, "%zu: %zd %s", i, rc,
+		    rc == HTTP_ERROR ? r.error : "");
+		for (a = 0; a < len && (val[a] == ' ' || val[a] == '\t'); a++)
+			;
+		for (b = len; b > a && (val[b - 1] == ' ' ||
+		    val[b - 1] == '\t'); b--)
+			;
+		cr_assert_eq(r.nheaders, 3);
+		cr_assert(h[1].value.len == b - a && memcmp(h[1].value.p,
+		    val + a, b - a) == 0, "%zu: value of %zu bytes", i,
+		    h[1].value.len);
+		cr_assert(span_is(h[2].value, "z"));
+	}
+}
+
 /* The same buffer growing in place, as a connection reads into it. */
 Test(parse, incremental_in_one_buffer)
 {
