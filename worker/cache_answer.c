@@ -143,20 +143,66 @@ answer_range(struct cache_req *cr, const struct cache_obj *co,
 
 /*
  * The status line, Server and the stored Date: when the origin made the
- * response (RFC 9110 6.6.1), not the time of this answer.
+ * response (RFC 9110 6.6.1), not the time of this answer.  The last head
+ * built is kept, as the hits of one object repeat it.
  */
+#define HEAD_PART	64		/* longest reason and Server line kept */
+
 static void
 status_line(struct conn *c, int status, const struct cache_obj *co)
 {
-	const char *r = http_reason(status);
-	char date[6 + HTTP_DATE_LEN + 2];
+	static struct {
+		int status;
+		int64_t date;
+		const char *server;
+		size_t len;
+		char head[13 + HEAD_PART + 2 + HEAD_PART + 6 +
+		    HTTP_DATE_LEN + 2];
+	} last;
+	const char *r;
+	char *p;
+	size_t n;
 
-	resp_status_reason(c, status, r, strlen(r));
-	resp_header(c, worker.server_line, worker.server_line_len);
-	memcpy(date, "Date: ", 6);
-	http_date_format((time_t)co->date, date + 6);
-	memcpy(date + 6 + HTTP_DATE_LEN, "\r\n", 2);
-	resp_header(c, date, sizeof(date));
+	if (status != last.status || co->date != last.date ||
+	    worker.server_line != last.server) {
+		r = http_reason(status);
+		n = strlen(r);
+		last.status = 0;
+		if (n > HEAD_PART || worker.server_line_len > HEAD_PART) {
+			/* Not kept (no reason phrase nor Server line is
+			 * that long): in pieces. */
+			resp_status_reason(c, status, r, n);
+			resp_header(c, worker.server_line,
+			    worker.server_line_len);
+			p = last.head;
+			memcpy(p, "Date: ", 6);
+			http_date_format((time_t)co->date, p + 6);
+			memcpy(p + 6 + HTTP_DATE_LEN, "\r\n", 2);
+			resp_header(c, p, 6 + HTTP_DATE_LEN + 2);
+			return;
+		}
+		p = last.head;
+		memcpy(p, "HTTP/1.1 ", 9);
+		p[9] = (char)('0' + status / 100);
+		p[10] = (char)('0' + status / 10 % 10);
+		p[11] = (char)('0' + status % 10);
+		p[12] = ' ';
+		memcpy(p + 13, r, n);
+		p += 13 + n;
+		memcpy(p, "\r\n", 2);
+		p += 2;
+		memcpy(p, worker.server_line, worker.server_line_len);
+		p += worker.server_line_len;
+		memcpy(p, "Date: ", 6);
+		http_date_format((time_t)co->date, p + 6);
+		p += 6 + HTTP_DATE_LEN;
+		memcpy(p, "\r\n", 2);
+		last.len = (size_t)(p + 2 - last.head);
+		last.status = status;
+		last.date = co->date;
+		last.server = worker.server_line;
+	}
+	resp_head(c, status, last.head, last.len);
 }
 
 /* Answers from a pinned object, whose pin it takes over. */

@@ -50,6 +50,13 @@ resp_status(struct conn *c, int status)
 }
 
 void
+resp_head(struct conn *c, int status, const char *head, size_t len)
+{
+	c->resp_status = status;
+	obuf_add(c, head, len);
+}
+
+void
 resp_status_reason(struct conn *c, int status, const char *reason,
     size_t len)
 {

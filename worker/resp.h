@@ -21,6 +21,9 @@ struct store_ref;
 /* Starts a response: status line, Server and Date. */
 void resp_status(struct conn *c, int status);
 
+/* Starts a response with a ready-made status line and header lines. */
+void resp_head(struct conn *c, int status, const char *head, size_t len);
+
 /* Only the status line, with a reason phrase of len bytes (an upstream's). */
 void resp_status_reason(struct conn *c, int status, const char *reason,
     size_t len);
