@@ -295,11 +295,10 @@ store_release(struct store *s, struct store_ref *ref)
 		return;
 	}
 	rec = &slot_at(s, (unsigned)s->slot)->rec[ref->rec_];
-	if ((si = item_stripe_lock(s, ref->off_)) >= 0) {
+	if ((si = item_stripe_lock_at(s, ref->off_, &it)) >= 0) {
 		if (__atomic_load_n(rec, __ATOMIC_RELAXED) == v) {
 			rec_clear(s, (unsigned)s->slot, ref->rec_, v);
-			if ((it = item_at(s, ref->off_)) != NULL)
-				do_item_unpin(s, it);
+			do_item_unpin(s, it);
 		}
 		stripe_unlock(s, (unsigned)si);
 	} else {

@@ -323,6 +323,7 @@ int rec_claim(struct store *s, uint64_t val);
 void rec_clear(struct store *s, unsigned slot, uint32_t idx, uint64_t val);
 void do_item_unpin(struct store *s, struct item *it);
 int item_stripe_lock(struct store *s, uint64_t off);
+int item_stripe_lock_at(struct store *s, uint64_t off, struct item **itp);
 
 /* ops.c: shared with update.c */
 int lock_key(struct store *s, const void *key, size_t klen, uint64_t *hash,

@@ -277,29 +277,55 @@ stripe_unlock(struct store *s, unsigned si)
 }
 
 /*
+ * The item header at off, unchecked, when it lies in the arena: read
+ * without the lock only to choose the stripe to lock.
+ */
+static const struct item *
+item_peek(const struct store *s, uint64_t off)
+{
+	const struct layout *l = &s->l;
+
+	if (off < l->arena_off || off % 8 != 0 ||
+	    off - l->arena_off > l->npages * PAGE - ITEM_HDR)
+		return NULL;
+	return (const struct item *)(s->base + off);
+}
+
+/*
  * Locks the stripe of the item at off (a record's), and checks that the
- * item is still there and still of that stripe.  The stripe; -1 if not.
+ * item is still there and still of that stripe.  The stripe, and the item
+ * in *itp when itp is not NULL; -1 if not.
  */
 int
-item_stripe_lock(struct store *s, uint64_t off)
+item_stripe_lock_at(struct store *s, uint64_t off, struct item **itp)
 {
+	const struct item *p;
 	struct item *it;
 	unsigned si;
 	int tries;
 
 	for (tries = 0; tries < 4; tries++) {
-		if ((it = item_at(s, off)) == NULL || it->state == ST_FREE)
+		if ((p = item_peek(s, off)) == NULL || p->state == ST_FREE)
 			return -1;
-		si = stripe_of_hash(s, __atomic_load_n(&it->hash,
+		si = stripe_of_hash(s, __atomic_load_n(&p->hash,
 		    __ATOMIC_RELAXED));
 		if (stripe_lock(s, si) == -1)
 			return -1;
 		if ((it = item_at(s, off)) != NULL && it->state != ST_FREE &&
-		    stripe_of_hash(s, it->hash) == si)
+		    stripe_of_hash(s, it->hash) == si) {
+			if (itp != NULL)
+				*itp = it;
 			return (int)si;
+		}
 		stripe_unlock(s, si);
 	}
 	return -1;
+}
+
+int
+item_stripe_lock(struct store *s, uint64_t off)
+{
+	return item_stripe_lock_at(s, off, NULL);
 }
 
 /* LRU lists, one per stripe and size, through prev/next. */
