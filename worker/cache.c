@@ -8,7 +8,6 @@
  * stale windows when longer), which the object header tracks, so a stale
  * copy can be revalidated or served when the upstream fails.
  */
-#include <ctype.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -202,32 +201,77 @@ key_add(char *key, size_t *len, const void *p, size_t n, bool *ok)
 static size_t
 url_key_of(char *key, struct span host, struct span path, struct span query)
 {
-	char ns = CACHE_NS_URL, lower[256];
-	size_t i, n = 0;
-	bool ok = true;
+	size_t qlen = query.p != NULL ? query.len : 0, i, n;
 
-	if (host.len >= sizeof(lower))
+	/* Written so that no sum can wrap. */
+	if (host.len >= 256 || path.len > STORE_KEY_MAX ||
+	    qlen > STORE_KEY_MAX || 3 + host.len + path.len + qlen >
+	    STORE_KEY_MAX)
 		return 0;
+	key[0] = CACHE_NS_URL;
 	for (i = 0; i < host.len; i++)
-		lower[i] = (char)tolower((unsigned char)host.p[i]);
-	key_add(key, &n, &ns, 1, &ok);
-	key_add(key, &n, lower, host.len, &ok);
-	key_add(key, &n, "", 1, &ok);
-	key_add(key, &n, path.p, path.len, &ok);
-	key_add(key, &n, "", 1, &ok);
-	if (query.p != NULL)
-		key_add(key, &n, query.p, query.len, &ok);
-	return ok ? n : 0;
+		key[1 + i] = (char)http_lower((unsigned char)host.p[i]);
+	n = 1 + host.len;
+	key[n++] = '\0';
+	memcpy(key + n, path.p, path.len);
+	n += path.len;
+	key[n++] = '\0';
+	if (qlen > 0)
+		memcpy(key + n, query.p, qlen);
+	return n + qlen;
+}
+
+/* The request's fields the cache reads, found in one pass. */
+struct req_fields {
+	struct span host;		/* the first Host */
+	struct span ae;			/* the first Accept-Encoding */
+	bool auth;			/* Authorization */
+	bool cc;			/* Cache-Control */
+};
+
+static void
+req_fields(const struct http_request *r, struct req_fields *f)
+{
+	const struct http_header *h, *end = r->headers + r->nheaders;
+
+	memset(f, 0, sizeof(*f));
+	for (h = r->headers; h < end; h++) {
+		switch (h->name.len) {
+		case 4:
+			if (f->host.p == NULL && http_ieq(h->name.p, "host", 4))
+				f->host = h->value;
+			break;
+		case 13:
+			if (http_ieq(h->name.p, "authorization", 13))
+				f->auth = true;
+			else if (http_ieq(h->name.p, "cache-control", 13))
+				f->cc = true;
+			break;
+		case 15:
+			if (f->ae.p == NULL &&
+			    http_ieq(h->name.p, "accept-encoding", 15))
+				f->ae = h->value;
+			break;
+		}
+	}
+}
+
+/* The authority the request names (http_request_authority()). */
+static struct span
+req_authority(const struct http_request *r, const struct req_fields *f)
+{
+	struct span host = r->absolute_form ? http_request_authority(r) :
+	    f->host;
+
+	return host.p != NULL ? host : r->host;
 }
 
 static bool
-url_key(struct cache_req *cr, const struct http_request *r)
+url_key(struct cache_req *cr, const struct http_request *r,
+    const struct req_fields *f)
 {
-	struct span host = http_request_authority(r);
-
-	if (host.p == NULL)
-		host = r->host;
-	cr->klen = url_key_of(cr->key, host, r->path, r->query);
+	cr->klen = url_key_of(cr->key, req_authority(r, f), r->path,
+	    r->query);
 	cr->okey = cr->key;
 	cr->oklen = cr->klen;
 	return cr->klen > 0;
@@ -647,6 +691,7 @@ static void
 purge(struct cache_req *cr, const struct http_request *r)
 {
 	struct conn *c = cr->c;
+	struct req_fields f;
 
 	if (!purge_allowed(cr) && !status_purge_ok(c)) {
 		log_info("client %s: PURGE not allowed", conn_peer(c));
@@ -666,7 +711,8 @@ purge(struct cache_req *cr, const struct http_request *r)
 		purge_prefix(cr, r);
 		return;
 	}
-	if (!url_key(cr, r)) {
+	req_fields(r, &f);
+	if (!url_key(cr, r, &f)) {
 		resp_error(c, 404);
 		return;
 	}
@@ -764,9 +810,8 @@ cond_keep(struct cache_req *cr, struct span from, struct span *to,
  * (RFC 9110 12.5.3), among those the config makes.
  */
 static void
-accept_copies(struct cache_req *cr, const struct http_request *r)
+accept_copies(struct cache_req *cr, struct span ae)
 {
-	struct span ae = http_header_get(r, "Accept-Encoding");
 	unsigned offer = (worker.cf->brotli ? 1u << ENC_BR : 0) |
 	    (worker.cf->gzip ? 1u << ENC_GZIP : 0);
 	int i, pick;
@@ -786,7 +831,8 @@ accept_copies(struct cache_req *cr, const struct http_request *r)
 
 /* Copies the client's preconditions and Range: the input buffer moves on. */
 static void
-save_cond(struct cache_req *cr, const struct http_request *r)
+save_cond(struct cache_req *cr, const struct http_request *r,
+    const struct req_fields *f)
 {
 	size_t n = 0;
 
@@ -801,18 +847,21 @@ save_cond(struct cache_req *cr, const struct http_request *r)
 	if (r->if_range.p != NULL && cr->if_range.p == NULL)
 		cr->range.p = NULL;
 	/* A client's no-transform (RFC 9111 5.2.1.6) keeps the plain copy. */
-	accept_copies(cr, r);
+	accept_copies(cr, f->ae);
 }
 
-/* The request's Cache-Control, every line of it. */
+/* The request's Cache-Control, every line of it (any: there is one). */
 static void
-request_cc(const struct http_request *r, struct http_cache_control *cc)
+request_cc(const struct http_request *r, bool any,
+    struct http_cache_control *cc)
 {
 	struct http_response fields;
 
 	memset(&fields, 0, sizeof(fields));
-	fields.headers = r->headers;
-	fields.nheaders = r->nheaders;
+	if (any) {
+		fields.headers = r->headers;
+		fields.nheaders = r->nheaders;
+	}
 	http_response_directives(&fields, "cache-control", cc);
 }
 
@@ -871,6 +920,7 @@ enum cache_verdict
 cache_start(struct cache_req *cr, const struct http_request *r)
 {
 	bool get = r->method == HTTP_M_GET || r->method == HTTP_M_HEAD;
+	struct req_fields f;
 
 	cr->r = r;
 	cr->method = r->method;
@@ -880,20 +930,21 @@ cache_start(struct cache_req *cr, const struct http_request *r)
 		purge(cr, r);
 		return CACHE_ANSWERED;
 	}
-	if (!url_key(cr, r)) {
+	req_fields(r, &f);
+	if (!url_key(cr, r, &f)) {
 		cr->klen = 0;
 		return CACHE_FETCH;
 	}
 	cr->unsafe = !safe_method(r->method);
 	if (!get || r->content_length > 0 || r->chunked)
 		return CACHE_FETCH;
-	request_cc(r, &cr->rcc);
+	request_cc(r, f.cc, &cr->rcc);
 	/* A HEAD miss fetches the GET, as nginx and Varnish do: it fills. */
 	cr->role = CR_FILL;
-	if (http_header_get(r, "Authorization").p != NULL)
+	if (f.auth)
 		return CACHE_FETCH;	/* stored if the response allows */
 	cr->role = CR_LOOKUP;
-	save_cond(cr, r);
+	save_cond(cr, r, &f);
 	return cache_lookup(cr, false);
 }
 
