@@ -1049,6 +1049,34 @@ def need_tool(name):
     return path
 
 
+def start_dying(c, code, slot=None):
+    """Starts c with each worker (only slot's, given one) exiting with
+    code as it starts, through a preloaded shim: corral has no test hook
+    of its own (tests/fault/workerexit.c).  Skips without the shim."""
+    shim = os.environ.get('CORRAL_WORKEREXIT') or os.path.join(
+        os.path.dirname(BIN), 'tests', 'fault', 'workerexit.so')
+    if not os.path.exists(shim):
+        raise unittest.SkipTest('workerexit.so is not built')
+    env = {'LD_PRELOAD': shim, 'CORRAL_WORKEREXIT_CODE': str(code),
+           # An ASan build wants its runtime first; the shim only
+           # wraps one libevent call, so the order does not matter.
+           'ASAN_OPTIONS': (os.environ.get('ASAN_OPTIONS', '') +
+                            ':verify_asan_link_order=0').lstrip(':')}
+    if slot is not None:
+        env['CORRAL_WORKEREXIT_SLOT'] = str(slot)
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        c.start()
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    c.expect_worker_death = True
+
+
 def strace_wrapper(test, calls):
     """A wrapper= for start() that traces the given system calls of the
     server and its children into a file, and that file's path; skips the

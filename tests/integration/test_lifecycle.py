@@ -12,9 +12,9 @@ import subprocess
 import time
 import unittest
 
-from harness import (BIN, CorralTestCase, Raw, build_request, free_port,
+from harness import (CorralTestCase, Raw, build_request, free_port,
                      held_sockets, need_tool, pid_alive, proc_children,
-                     proc_comm, read_text, wait_until)
+                     proc_comm, read_text, start_dying, wait_until)
 
 
 # A process can exit between any two reads of its /proc entries: opening
@@ -223,29 +223,8 @@ class GracefulStopTest(CorralTestCase):
 class RespawnTest(CorralTestCase):
 
     def test_crashing_worker_backs_off(self):
-        # A preloaded shim makes each worker exit as it starts; corral
-        # has no test hook of its own (tests/fault/workerexit.c).
-        shim = os.environ.get('CORRAL_WORKEREXIT') or os.path.join(
-            os.path.dirname(BIN), 'tests', 'fault', 'workerexit.so')
-        if not os.path.exists(shim):
-            self.skipTest('workerexit.so is not built')
         c = self.make(workers=1)
-        env = {'LD_PRELOAD': shim, 'CORRAL_WORKEREXIT_CODE': '3',
-               # An ASan build wants its runtime first; the shim only
-               # wraps one libevent call, so the order does not matter.
-               'ASAN_OPTIONS': (os.environ.get('ASAN_OPTIONS', '') +
-                                ':verify_asan_link_order=0').lstrip(':')}
-        saved = {k: os.environ.get(k) for k in env}
-        os.environ.update(env)
-        try:
-            c.start()
-        finally:
-            for k, v in saved.items():
-                if v is None:
-                    os.environ.pop(k, None)
-                else:
-                    os.environ[k] = v
-        c.expect_worker_death = True
+        start_dying(c, 3)
         self.assertTrue(c.wait_log(r'\[crit\].*keeps dying', timeout=10),
                         c.log())
         t0 = time.monotonic()
