@@ -42,6 +42,7 @@
 #include "master/log.h"
 #include "master/master.h"
 #include "master/proctitle.h"
+#include "master/steer.h"
 #include "shm/stats.h"
 #include "master/tls_conf.h"
 #include "shm/store.h"
@@ -800,6 +801,7 @@ reload(void)
 	log_level_max = rt->cf->log_level;
 	old = rt_cur;
 	rt_cur = rt;
+	steer_free();		/* the new runtime's groups start afresh */
 	/* Close what went away before forking, or the new workers would
 	 * inherit a removed socket and keep it accepting. */
 	runtime_retire(old, rt_cur);
@@ -856,6 +858,47 @@ respawn_due(uint64_t now, uint64_t *next)
 		if (procs[i].retiring && procs[i].pid != 0 &&
 		    procs[i].deadline_ms < *next)
 			*next = procs[i].deadline_ms;
+}
+
+/*
+ * With reuseport, which slots take new connections (steer.h): those with
+ * a worker that is not retiring and, if it died right after its start
+ * twice in a row or more, has lived RESPAWN_FAST_MS since.  Until then
+ * the worker only drains what its socket queued, so a worker that keeps
+ * dying strands no new connection; one quick death (a kill) is not yet
+ * a worker that keeps dying, and the others do not take all the load.
+ */
+static void
+steer_workers(uint64_t now, uint64_t *next)
+{
+	static bool *up;
+	static int cap;
+	int n = rt_cur->nslots;
+	uint64_t proven;
+
+	if (n < 2)
+		return;
+	if (n > cap) {
+		bool *p = realloc(up, (size_t)n * sizeof(*up));
+
+		if (p == NULL)
+			return;		/* tried again on the next turn */
+		up = p;
+		cap = n;
+	}
+	memset(up, 0, (size_t)n * sizeof(*up));
+	for (size_t i = 0; i < nprocs; i++) {
+		const struct proc *p = &procs[i];
+
+		if (p->pid == 0 || p->retiring || p->slot >= n)
+			continue;
+		proven = p->started_ms + RESPAWN_FAST_MS;
+		if (p->fails < 2 || now >= proven)
+			up[p->slot] = true;
+		else if (proven < *next)
+			*next = proven;
+	}
+	steer_slots(rt_cur, up);
 }
 
 static void
@@ -942,6 +985,8 @@ master_run(struct runtime *rt, bool foreground)
 		next = now + TICK_MS;
 		enforce_deadlines(now);
 		respawn_due(now, &next);
+		if (!stopping)
+			steer_workers(now, &next);
 		if (next < now)
 			next = now;
 		ts.tv_sec = (time_t)((next - now) / 1000);
@@ -971,6 +1016,7 @@ master_run(struct runtime *rt, bool foreground)
 	free(store_slot_used);
 	tls_keys_destroy(tls_keys);
 	stats_destroy(stats);
+	steer_free();
 	runtime_free(rt_cur);
 	return 0;
 }

@@ -22,7 +22,8 @@ import time
 import tls_pki
 from harness import (BIN, Conn, CorralTestCase, Raw, TLSConn, build_request,
                      free_port, held_sockets, proc_children, proc_comm,
-                     proc_stat, quote, wait_for, wait_until)
+                     proc_stat, quote, start_dying, wait_for,
+                     wait_until)
 
 BURST = 1000
 # Each connection goes to one of the two workers' sockets by a hash of its
@@ -364,6 +365,26 @@ class AcceptTest(CorralTestCase):
 
     def test_respawn_and_reload_lose_nothing_shared_socket(self):
         self.check_respawn_and_reload(False)
+
+    def test_a_worker_that_keeps_dying_strands_no_new_connection(self):
+        # Slot 0's worker dies each time it starts; its socket stays with
+        # the master, so the connections the kernel hashed to it would
+        # wait for a worker that never comes.  New ones go to slot 1.
+        c = self.serve(start=False)
+        start_dying(c, 3, slot=0)
+        self.assertTrue(c.wait_log(r'\[crit\].*worker 0 keeps dying',
+                                   timeout=10), c.log())
+        self.assertTrue(c.wait_log(r'\[warn\].*worker 0 is down: new '
+                                   r'connections go to the other workers',
+                                   timeout=5), c.log())
+        p = Probes(c.port, 24)
+        self.addCleanup(p.close)
+        self.assertTrue(wait_until(lambda: p.poll() == 24, IO_TIMEOUT),
+                        '%d of 24 answered' % p.poll())
+        for a in p.answers():
+            self.assertTrue(a.startswith(b'HTTP/1.1 200 ') and
+                            a.endswith(BODY), a)
+        self.assertNotRegex(c.log(), r'worker 1 is down')
 
     def test_reload_changes_the_slot_sockets(self):
         c = self.serve()
