@@ -1064,6 +1064,13 @@ def start_dying(c, code, slot=None):
                             ':verify_asan_link_order=0').lstrip(':')}
     if slot is not None:
         env['CORRAL_WORKEREXIT_SLOT'] = str(slot)
+    start_with_env(c, env)
+    c.expect_worker_death = True
+
+
+def start_with_env(c, env):
+    """Starts c with these variables added to its environment (a shim to
+    preload and its settings)."""
     saved = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
     try:
@@ -1074,7 +1081,6 @@ def start_dying(c, code, slot=None):
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
-    c.expect_worker_death = True
 
 
 def strace_wrapper(test, calls):

@@ -11,7 +11,7 @@ import subprocess
 import unittest
 
 from harness import (BIN, CorralTestCase, build_request, parse_responses,
-                     read_text, wait_until)
+                     read_text, start_with_env, wait_until)
 
 SHIM = os.environ.get('CORRAL_FAILMALLOC') or os.path.join(
     os.path.dirname(BIN), 'tests', 'fault', 'failmalloc.so')
@@ -43,16 +43,7 @@ class AllocationFailureTest(CorralTestCase):
         env = {'LD_PRELOAD': SHIM, 'CORRAL_FAILMALLOC_EVERY': '4',
                'CORRAL_FAILMALLOC_SKIP': '8',
                'CORRAL_FAILMALLOC_LOG': log}
-        saved = {k: os.environ.get(k) for k in env}
-        os.environ.update(env)
-        try:
-            c.start()
-        finally:
-            for k, v in saved.items():
-                if v is None:
-                    os.environ.pop(k, None)
-                else:
-                    os.environ[k] = v
+        start_with_env(c, env)
         worker = c.wait_workers(1)[0]
         ok = failed = closed = 0
         for round_ in range(40):
