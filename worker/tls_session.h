@@ -3,7 +3,8 @@
  * stateful tickets, when tickets are off) in a shared store under the key
  * namespace CACHE_NS_TLS_SESSION (worker/cache.h), with the store's TTL set to the session's
  * timeout; and stateless tickets sealed with the master's shared keys
- * (shm/tls_keys.h).
+ * (shm/tls_keys.h).  A worker keeps the sessions it decoded, and takes
+ * one from there while the store still has its ID.
  */
 #ifndef CORRAL_TLS_SESSION_H
 #define CORRAL_TLS_SESSION_H

@@ -365,6 +365,66 @@ class TLSResumptionTest(TLSTestCase):
     def test_tls13_stateful_when_tickets_are_off(self):
         self.resume_50(['-tls1_3'], tls={'session_tickets': False})
 
+    def test_a_session_ended_by_a_fatal_alert_resumes_nowhere(self):
+        # RFC 5246 7.2.2.  A worker keeps the sessions it decoded; the
+        # store, from which the failing worker deletes it, still decides.
+        c = self.start_tls(workers=2)
+        c.write('index.html', 'ok\n')
+        ctx = self.client_ctx()
+        ctx.maximum_version = ssl.TLSVersion.TLSv1_2
+        ctx.options |= ssl.OP_NO_TICKET
+
+        def connect(sess=None):
+            """A TLS 1.2 handshake over a plain socket: (socket, TLS)."""
+            s = socket.create_connection(('127.0.0.1', c.tls_port),
+                                         timeout=IO_TIMEOUT)
+            self.addCleanup(s.close)
+            inc, out = ssl.MemoryBIO(), ssl.MemoryBIO()
+            t = ctx.wrap_bio(inc, out, server_hostname='localhost',
+                             session=sess)
+            while True:
+                try:
+                    t.do_handshake()
+                    break
+                except ssl.SSLWantReadError:
+                    s.sendall(out.read())
+                    data = s.recv(65536)
+                    self.assertTrue(data, 'closed in the handshake')
+                    inc.write(data)
+            s.sendall(out.read())
+            return s, t, inc, out
+
+        def get(sess=None):
+            """GET / to the end; whether the session was resumed."""
+            s, t, inc, out = connect(sess)
+            t.write(build_request('/', headers=['Connection: close']))
+            s.sendall(out.read())
+            got = b''
+            while True:
+                data = s.recv(65536)
+                if not data:
+                    break
+                inc.write(data)
+                try:
+                    got += t.read(65536)
+                except (ssl.SSLWantReadError, ssl.SSLZeroReturnError):
+                    pass
+            self.assertIn(b' 200 OK\r\n', got)
+            self.assertTrue(got.endswith(b'\r\n\r\nok\n'), got)
+            return t.session_reused, t.session
+
+        reused, sess = get()
+        self.assertFalse(reused)
+        # Both workers most likely resume it, and keep it decoded.
+        self.assertEqual([get(sess)[0] for _ in range(20)], [True] * 20)
+        # A record that does not decrypt: bad_record_mac, a fatal alert.
+        s, t, inc, out = connect(sess)
+        self.assertTrue(t.session_reused)
+        s.sendall(b'\x17\x03\x03\x00\x20' + b'\x00' * 32)
+        while s.recv(65536):
+            pass
+        self.assertEqual([get(sess)[0] for _ in range(10)], [False] * 10)
+
     def test_no_resumption_when_both_are_off(self):
         c = self.start_tls(tls={'session_tickets': False,
                                 'session_cache': False})
