@@ -634,7 +634,7 @@ parse_one(struct conn *c)
 	c->head = r->method == HTTP_M_HEAD;
 	c->rq->ipos += (size_t)n;
 	c->rq->scan = 0;
-	c->srv = request_server(r->host, c->lidx);
+	c->srv = request_server_of(r, c->lidx);
 	if (c->peer_real || worker.cf->nreal_ip_from > 0)
 		conn_real_ip(c);
 	else

@@ -308,6 +308,8 @@ int conn_pp_read(struct conn *c);
 
 /* The server block for a Host value on listen entry lidx. */
 size_t request_server(struct span host, int lidx);
+/* The same for a request's Host. */
+size_t request_server_of(const struct http_request *r, int lidx);
 
 enum route_action {
 	ROUTE_ANSWER,		/* request_handle() answers it */

@@ -61,6 +61,10 @@ struct http_request {
 	struct span host;		/* authority from the absolute-form
 					   target or the Host field, without
 					   the port */
+	uint64_t host_id;		/* a number for the Host field's
+					   bytes: in a process, two requests
+					   with the same one had the same
+					   bytes; 0: none */
 	int version;			/* 10 or 11 */
 	bool absolute_form;
 	bool path_plain;		/* path is its own normal form (see

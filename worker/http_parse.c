@@ -264,12 +264,20 @@ request_line(struct http_request *r, const char **pp, const char *end)
 	bool plain = true;
 
 	r->method_name.p = p;
-	while (IS(*p, C_TCHAR))
-		p++;
-	if (*p != ' ' || p == r->method_name.p)
-		return fail(r, 400, "invalid method");
-	r->method_name.len = (size_t)(p - r->method_name.p);
-	r->method = method_lookup(r->method_name.p, r->method_name.len);
+	if (end - p > 4 && memcmp(p, "GET ", 4) == 0) {
+		/* Most requests: one word's compare. */
+		r->method_name.len = 3;
+		r->method = HTTP_M_GET;
+		p += 3;
+	} else {
+		while (IS(*p, C_TCHAR))
+			p++;
+		if (*p != ' ' || p == r->method_name.p)
+			return fail(r, 400, "invalid method");
+		r->method_name.len = (size_t)(p - r->method_name.p);
+		r->method = method_lookup(r->method_name.p,
+		    r->method_name.len);
+	}
 
 	/*
 	 * The path up to '?' is also looked at as http_path_normalize()
@@ -278,6 +286,9 @@ request_line(struct http_request *r, const char **pp, const char *end)
 	 */
 	t = ++p;
 	for (;;) {
+		while (IS(p[0], C_PATH) && IS(p[1], C_PATH) &&
+		    IS(p[2], C_PATH) && IS(p[3], C_PATH))
+			p += 4;
 		while (IS(*p, C_PATH))
 			p++;
 		if (*p == '/') {
@@ -303,13 +314,19 @@ request_line(struct http_request *r, const char **pp, const char *end)
 
 	/* "HTTP/" DIGIT "." DIGIT CRLF, then at least the final CRLF. */
 	v = p + 1;
-	if (end - v < 12 || memcmp(v, "HTTP/", 5) != 0 ||
-	    !IS(v[5], C_DIGIT) || v[6] != '.' || !IS(v[7], C_DIGIT) ||
-	    v[8] != '\r')
+	if (end - v < 12)
 		return fail(r, 400, "invalid HTTP version");
-	if (v[5] != '1')
-		return fail(r, 505, "unsupported HTTP version");
-	r->version = v[7] == '0' ? 10 : 11;
+	if (memcmp(v, "HTTP/1.1\r", 9) == 0) {
+		/* Most requests: two words' compare. */
+		r->version = 11;
+	} else {
+		if (memcmp(v, "HTTP/", 5) != 0 || !IS(v[5], C_DIGIT) ||
+		    v[6] != '.' || !IS(v[7], C_DIGIT) || v[8] != '\r')
+			return fail(r, 400, "invalid HTTP version");
+		if (v[5] != '1')
+			return fail(r, 505, "unsupported HTTP version");
+		r->version = v[7] == '0' ? 10 : 11;
+	}
 	*pp = v + 10;
 
 	return target_form(r, q, plain);
@@ -506,25 +523,33 @@ field_line(struct http_request *r, const char **pp, const char *end,
 
 /*
  * http_host_check() of a Host value, with the answer for the last value
- * kept: a client names the same host in each of its requests.
+ * kept: a client names the same host in each of its requests.  *id
+ * numbers the values kept, so that what depends on the value alone (the
+ * server block) can be kept by the number (0: the value is not kept).
  */
 static ssize_t
-host_check(struct span host)
+host_check(struct span host, uint64_t *id)
 {
 	static struct {
 		size_t len;
 		ssize_t hl;
+		uint64_t id;
 		char host[64];
 	} last = { .hl = -2 };
 
 	if (last.hl != -2 && host.len == last.len &&
-	    memcmp(host.p, last.host, host.len) == 0)
+	    memcmp(host.p, last.host, host.len) == 0) {
+		*id = last.id;
 		return last.hl;
-	if (host.len > sizeof(last.host))
+	}
+	if (host.len > sizeof(last.host)) {
+		*id = 0;
 		return http_host_check(host.p, host.len);
+	}
 	last.len = host.len;
 	last.hl = http_host_check(host.p, host.len);
 	memcpy(last.host, host.p, host.len);
+	*id = ++last.id;
 	return last.hl;
 }
 
@@ -537,7 +562,7 @@ fields_done(struct http_request *r, struct fields *f)
 	if (r->version == 11 && !f->has_host)
 		return fail(r, 400, "missing Host");
 	if (f->has_host && r->host.p == NULL) {
-		hl = host_check(f->host);
+		hl = host_check(f->host, &r->host_id);
 		if (hl < 0)
 			return fail(r, 400, "invalid Host");
 		r->host.p = f->host.p;

@@ -133,6 +133,27 @@ request_server(struct span host, int lidx)
 	return srv;
 }
 
+/*
+ * The answer for the last Host's number (http.h: host_id), which saves
+ * comparing the bytes again.
+ */
+size_t
+request_server_of(const struct http_request *r, int lidx)
+{
+	static struct {
+		uint64_t id;
+		int lidx;
+		size_t srv;
+	} last;
+
+	if (r->host_id != 0 && r->host_id == last.id && lidx == last.lidx)
+		return last.srv;
+	last.srv = request_server(r->host, lidx);
+	last.id = r->host_id;
+	last.lidx = lidx;
+	return last.srv;
+}
+
 /* Regular expressions and variables ---------------------------------- */
 
 static bool

@@ -574,8 +574,10 @@ fcache_get(struct fcache *fc, size_t srv, const char *cs, const char *dtype,
 			fe->checked_ms = worker.now_ms;
 		}
 		fe->used_ms = worker.now_ms;
-		lru_unlink(fc, fe);
-		lru_push(fc, fe);
+		if (fc->lru_head != fe) {
+			lru_unlink(fc, fe);
+			lru_push(fc, fe);
+		}
 		fe->refs++;
 		return fe;
 	}

@@ -313,6 +313,26 @@ class VirtualHostTest(CorralTestCase):
         self.assertBody(c.get('/', host='a.wild.test'), b'wild\n')
         self.assertBody(c.get('/', host='x.y.wild.test'), b'wild\n')
 
+    def test_pipelined_hosts_on_one_connection(self):
+        # The worker keeps the server of the last Host it saw: each
+        # request of one connection still gets its own Host's server.
+        c = self.vhosts()
+        long_host = 'a' * 70 + '.wild.test'
+        order = [('localhost', b'default\n'), ('other.test', b'other\n'),
+                 ('other.test', b'other\n'), ('a.wild.test', b'wild\n'),
+                 ('localhost', b'default\n'), (long_host, b'wild\n'),
+                 (long_host, b'wild\n'), ('alias.test', b'other\n'),
+                 ('unknown.test', b'default\n'), ('other.test', b'other\n')]
+        with c.connect() as conn:
+            conn.send(b''.join(build_request('/', host=h) for h, _ in order)
+                      + b'GET http://a.wild.test/ HTTP/1.1\r\n'
+                      b'Host: other.test\r\n\r\n'
+                      + build_request('/', host='other.test'))
+            for h, body in order:
+                self.assertBody(conn.read_response(), body)
+            self.assertBody(conn.read_response(), b'wild\n')
+            self.assertBody(conn.read_response(), b'other\n')
+
     def test_absolute_form_target(self):
         c = self.vhosts()
         r = c.request(b'GET http://other.test/ HTTP/1.1\r\n'

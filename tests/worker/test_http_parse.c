@@ -820,6 +820,54 @@ Test(parse, field_values_word_at_a_time)
 	}
 }
 
+/* host_id: a number shared only by the same Host bytes (the parser
+ * numbers the last value it keeps), 0 when there is none to keep. */
+Test(parse, host_id)
+{
+	static const char *const hosts[] = { "a.example", "a.example",
+	    "b.example", "a.example:80", "a.example", "A.example" };
+	struct http_header h[NHDR];
+	struct http_request r;
+	uint64_t ids[6];
+	char raw[256];
+	size_t i, j, scan;
+	int n;
+
+	for (i = 0; i < 6; i++) {
+		n = snprintf(raw, sizeof(raw), "GET / HTTP/1.1\r\nHost: %s"
+		    "\r\n\r\n", hosts[i]);
+		scan = 0;
+		cr_assert_eq(http_parse_request(&r, raw, (size_t)n, &scan, h,
+		    NHDR, &lim), n);
+		ids[i] = r.host_id;
+		cr_expect_neq(ids[i], 0, "%s", hosts[i]);
+	}
+	for (i = 0; i < 6; i++)
+		for (j = 0; j < i; j++)
+			cr_expect_eq(ids[i] == ids[j],
+			    strcmp(hosts[i], hosts[j]) == 0 && j + 1 == i,
+			    "%s (%zu) and %s (%zu)", hosts[i], i, hosts[j], j);
+
+	/* Too long to keep, from the target, or no Host at all. */
+	n = snprintf(raw, sizeof(raw), "GET / HTTP/1.1\r\nHost: %0100d"
+	    "\r\n\r\n", 1);
+	scan = 0;
+	cr_assert_eq(http_parse_request(&r, raw, (size_t)n, &scan, h, NHDR,
+	    &lim), n);
+	cr_expect_eq(r.host_id, 0);
+	n = snprintf(raw, sizeof(raw), "GET http://a.example/ HTTP/1.1\r\n"
+	    "Host: a.example\r\n\r\n");
+	scan = 0;
+	cr_assert_eq(http_parse_request(&r, raw, (size_t)n, &scan, h, NHDR,
+	    &lim), n);
+	cr_expect_eq(r.host_id, 0);
+	n = snprintf(raw, sizeof(raw), "GET / HTTP/1.0\r\n\r\n");
+	scan = 0;
+	cr_assert_eq(http_parse_request(&r, raw, (size_t)n, &scan, h, NHDR,
+	    &lim), n);
+	cr_expect_eq(r.host_id, 0);
+}
+
 /* The same buffer growing in place, as a connection reads into it. */
 Test(parse, incremental_in_one_buffer)
 {
