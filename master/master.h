@@ -124,6 +124,10 @@ int master_error_log(const struct config *cf, char *err, size_t errlen);
 
 /* Fails, saying why on stderr, when a live corral holds the pid file. */
 int master_check_pidfile(const struct config *cf);
+/* Writes our pid to path, atomically; -1 (logged) on failure. */
+int master_pidfile_write(const char *path);
+/* Detaches from the terminal (fork, setsid, stdio to /dev/null). */
+void master_daemonize(void);
 
 /*
  * Creates (or, with cache.persist, reopens) the shared-memory store before
