@@ -76,6 +76,9 @@ struct http_request {
 	int64_t content_length;		/* -1 when absent */
 	bool chunked;			/* Transfer-Encoding: chunked */
 	bool keepalive;			/* after version and Connection */
+	bool connection;		/* a Connection field is there */
+	bool conn_options;		/* naming options other than close
+					   and keep-alive */
 	bool expect_continue;
 
 	/* Fields the static handler needs, found while parsing. */

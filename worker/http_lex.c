@@ -274,7 +274,7 @@ http_field_line_lf(const char **pp, struct http_header *h)
 }
 
 const char *
-http_connection(struct span v, bool *close, bool *keepalive)
+http_connection(struct span v, bool *close, bool *keepalive, bool *other)
 {
 	const char *p = v.p, *end = v.p + v.len;
 	struct span e;
@@ -286,6 +286,8 @@ http_connection(struct span v, bool *close, bool *keepalive)
 			*close = true;
 		else if (http_span_ieq(e, "keep-alive"))
 			*keepalive = true;
+		else
+			*other = true;
 	}
 	return NULL;
 }

@@ -91,9 +91,10 @@ const char *http_field_line_in(const char **pp, const char *end,
 const char *http_field_line_lf(const char **pp, struct http_header *h);
 
 /*
- * Reads a Connection value: sets *close and *keepalive for those tokens.
- * Returns NULL, or why the value is malformed.
+ * Reads a Connection value: sets *close and *keepalive for those tokens,
+ * and *other for any other.  Returns NULL, or why the value is malformed.
  */
-const char *http_connection(struct span v, bool *close, bool *keepalive);
+const char *http_connection(struct span v, bool *close, bool *keepalive,
+    bool *other);
 
 #endif

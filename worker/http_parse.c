@@ -432,8 +432,11 @@ transfer_encoding(struct http_request *r, struct fields *f, struct span v)
 static int
 connection(struct http_request *r, struct fields *f, struct span v)
 {
-	const char *why = http_connection(v, &f->conn_close,
-	    &f->conn_keepalive);
+	const char *why;
+
+	r->connection = true;
+	why = http_connection(v, &f->conn_close, &f->conn_keepalive,
+	    &r->conn_options);
 
 	return why == NULL ? HTTP_OK : fail(r, 400, why);
 }

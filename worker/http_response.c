@@ -224,8 +224,9 @@ transfer_encoding(struct http_response *r, struct fields *f, struct span v)
 static int
 connection(struct http_response *r, struct fields *f, struct span v)
 {
+	bool other;
 	const char *why = http_connection(v, &f->conn_close,
-	    &f->conn_keepalive);
+	    &f->conn_keepalive, &other);
 
 	return why == NULL ? HTTP_OK : fail(r, why);
 }

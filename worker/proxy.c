@@ -955,8 +955,10 @@ proxy_start(struct conn *c, const struct config_location *l,
 
 	*pxp = NULL;
 	/* "Connection: Host" would strip Host (or the framing) on the way:
-	 * refused, as Varnish does. */
-	bad = http_field_bad_option(r->headers, r->nheaders, HF_END_TO_END);
+	 * refused, as Varnish does.  close and keep-alive name no such
+	 * field: the parser says whether there are other options. */
+	bad = r->conn_options ? http_field_bad_option(r->headers,
+	    r->nheaders, HF_END_TO_END) : (struct span){ NULL, 0 };
 	if (bad.p != NULL) {
 		log_info("client %s: Connection names \"%.*s\"",
 		    conn_peer(c), (int)bad.len, bad.p);
@@ -981,7 +983,7 @@ proxy_start(struct conn *c, const struct config_location *l,
 	px->l2 = NULL;
 	px->l2_asked = 0;
 	px->underscore_logged = false;
-	px->conn_opts = http_header_get(r, "Connection").p != NULL;
+	px->conn_opts = r->connection;
 	px->starting = true;
 	px->step = PX_FETCH;
 	/* CGI/1.1 wants CONTENT_LENGTH: a chunked body is read whole

@@ -651,6 +651,36 @@ Test(parse, absent_fields)
 	cr_expect(span_is(r.target, "/"));
 }
 
+/* What proxy_start() learns of Connection without scanning the fields. */
+Test(parse, connection_options)
+{
+	static const struct {
+		const char *raw;
+		bool connection, options;
+	} t[] = {
+		{ "GET / HTTP/1.1\r\nHost: a\r\n\r\n", false, false },
+		{ "GET / HTTP/1.1\r\nHost: a\r\nConnection: Keep-Alive\r\n"
+		    "\r\n", true, false },
+		{ "GET / HTTP/1.1\r\nHost: a\r\nConnection: close, "
+		    "keep-alive\r\n\r\n", true, false },
+		{ "GET / HTTP/1.1\r\nHost: a\r\nConnection: close\r\n"
+		    "Connection: X-Opt\r\n\r\n", true, true },
+		{ "GET / HTTP/1.1\r\nHost: a\r\nConnection: Host\r\n\r\n",
+		    true, true },
+	};
+	struct http_header h[NHDR];
+	struct http_request r;
+	size_t i, scan;
+
+	for (i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+		scan = 0;
+		cr_assert_gt(http_parse_request(&r, t[i].raw, strlen(t[i].raw),
+		    &scan, h, NHDR, &lim), 0, "%s", t[i].raw);
+		cr_expect_eq(r.connection, t[i].connection, "%s", t[i].raw);
+		cr_expect_eq(r.conn_options, t[i].options, "%s", t[i].raw);
+	}
+}
+
 Test(parse, absolute_form_target)
 {
 	static const char raw[] = "GET http://h.example/a?b HTTP/1.1\r\n"
