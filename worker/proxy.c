@@ -112,6 +112,7 @@ struct proxy {
 	bool spool;			/* the body goes through rb */
 	bool spool_failed;		/* rb failed: 500 once it is read */
 	struct event kick;		/* moves on once the body is in */
+	bool kicked;			/* kick is active */
 	struct fcgi_prep *fp;		/* FastCGI: the route's parameters */
 
 	/* proxy_set_header and proxy_append_header, expanded when the
@@ -166,7 +167,10 @@ px_release(struct proxy *px)
 	if (px->l2 != NULL)
 		mc_client_cancel(px->l2);
 	px->l2 = NULL;
-	event_del(&px->kick);
+	if (px->kicked) {
+		event_del(&px->kick);
+		px->kicked = false;
+	}
 	reqbody_free(px->rb);
 	px->rb = NULL;
 	if (px->uc != NULL)
@@ -935,6 +939,7 @@ px_kick_cb(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
+	px->kicked = false;
 	worker_update_time();
 	if (px->step == PX_SPOOL)
 		px_run(px, PX_FETCH);
@@ -1066,6 +1071,7 @@ proxy_body(struct proxy *px, const char *p, size_t len, bool last)
 		px->spool = false;
 		px->saved.content_length = (int64_t)reqbody_size(px->rb);
 		px->saved.chunked = false;
+		px->kicked = true;
 		event_active(&px->kick, EV_TIMEOUT, 1);
 		return;
 	}
