@@ -89,9 +89,20 @@ new_cb(SSL *ssl, SSL_SESSION *sess)
 	unsigned char buf[SESSION_MAX], *p = buf;
 	const unsigned char *id;
 	unsigned idlen;
-	int n = i2d_SSL_SESSION(sess, NULL);
 	enum store_result rc;
+	int n;
 
+	/*
+	 * OpenSSL calls this for every TLS 1.3 ticket it issues, two a
+	 * handshake, stateless ones too.  Those carry the session in the
+	 * ticket and come back as a ticket, never as an ID to look up (no
+	 * early data here), so storing them only filled the store.
+	 */
+	if (SSL_version(ssl) == TLS1_3_VERSION &&
+	    !(SSL_get_options(ssl) & SSL_OP_NO_TICKET) &&
+	    SSL_get_max_early_data(ssl) == 0)
+		return 0;
+	n = i2d_SSL_SESSION(sess, NULL);
 	id = SSL_SESSION_get_id(sess, &idlen);
 	if (n <= 0 || n > (int)sizeof(buf) || idlen == 0 ||
 	    idlen > SSL_MAX_SSL_SESSION_ID_LENGTH)

@@ -425,6 +425,36 @@ class TLSResumptionTest(TLSTestCase):
             pass
         self.assertEqual([get(sess)[0] for _ in range(10)], [False] * 10)
 
+    def test_tls13_tickets_put_nothing_in_the_store(self):
+        # A TLS 1.3 session with tickets on travels in its ticket; OpenSSL
+        # still hands each ticket it issues to the cache, which kept two
+        # sessions a handshake that no one would ask for.
+        d = tempfile.mkdtemp(prefix='corral-tls-')
+        os.chmod(d, 0o755)
+        self.addCleanup(shutil.rmtree, d, True)
+        c = self.start_tls(cache={'size': Raw('8m'),
+                                  'path': os.path.join(d, 'store')},
+                           stats_file=Raw(quote(os.path.join(d, 'stats'))))
+        c.write('index.html', 'ok\n')
+
+        def sets():
+            out = subprocess.run([BIN, '-s', '-j', '-c', c.conf_path],
+                                 capture_output=True, text=True, timeout=10)
+            self.assertEqual(out.returncode, 0, out.stderr)
+            return json.loads(out.stdout)['cache']['store']['sets']
+
+        c.get('/')             # the first request may set something
+        before = sets()
+        for _ in range(3):
+            out = self.s_client(c, ['-tls1_3'])
+            self.assertIn('HTTP/1.1 200 OK', out)
+            self.assertIn('TLSv1.3', out)
+        self.assertEqual(sets(), before)
+        # A TLS 1.2 session that has an ID may come back by it: stored.
+        self.assertIn('HTTP/1.1 200 OK',
+                      self.s_client(c, ['-tls1_2', '-no_ticket']))
+        self.assertEqual(sets(), before + 1)
+
     def test_no_resumption_when_both_are_off(self):
         c = self.start_tls(tls={'session_tickets': False,
                                 'session_cache': False})
