@@ -524,6 +524,26 @@ field_line(struct http_request *r, const char **pp, const char *end,
 	return why == NULL ? HTTP_OK : fail(r, 400, why);
 }
 
+/* Whether n bytes, at most 64, are the same: a word at a time (the last
+ * word overlapping), which for a short host beats a call to memcmp(). */
+static inline bool
+same_bytes(const char *a, const char *b, size_t n)
+{
+	uint64_t x, y;
+
+	if (n < 8)
+		return memcmp(a, b, n) == 0;
+	for (; n > 8; a += 8, b += 8, n -= 8) {
+		memcpy(&x, a, 8);
+		memcpy(&y, b, 8);
+		if (x != y)
+			return false;
+	}
+	memcpy(&x, a + n - 8, 8);
+	memcpy(&y, b + n - 8, 8);
+	return x == y;
+}
+
 /*
  * http_host_check() of a Host value, with the answer for the last value
  * kept: a client names the same host in each of its requests.  *id
@@ -541,7 +561,7 @@ host_check(struct span host, uint64_t *id)
 	} last = { .hl = -2 };
 
 	if (last.hl != -2 && host.len == last.len &&
-	    memcmp(host.p, last.host, host.len) == 0) {
+	    same_bytes(host.p, last.host, host.len)) {
 		*id = last.id;
 		return last.hl;
 	}

@@ -588,7 +588,8 @@ route_uri(struct conn *c)
 			return ROUTE_ANSWER;
 		}
 		rt.ncap = 0;
-		l = c->loc = find_location(s, rt.uri, rt.urilen);
+		l = c->loc = s->nlocations == 0 ? &s->base :
+		    find_location(s, rt.uri, rt.urilen);
 		if ((flag = run_rewrites(c, l, &changed)) < 0)
 			return ROUTE_ANSWER;
 		/* A changed URI looks for its location again, as in nginx. */

@@ -855,15 +855,19 @@ Test(parse, field_values_word_at_a_time)
 Test(parse, host_id)
 {
 	static const char *const hosts[] = { "a.example", "a.example",
-	    "b.example", "a.example:80", "a.example", "A.example" };
+	    "b.example", "a.example:80", "a.example", "A.example",
+	    "longer-name.example1", "longer-name.example2",
+	    "longer-name.example2", "longer-nbme.example2", "x", "y", "y",
+	    "a.exampld", "a.example" };
+	const size_t nh = sizeof(hosts) / sizeof(hosts[0]);
 	struct http_header h[NHDR];
 	struct http_request r;
-	uint64_t ids[6];
+	uint64_t ids[sizeof(hosts) / sizeof(hosts[0])];
 	char raw[256];
 	size_t i, j, scan;
 	int n;
 
-	for (i = 0; i < 6; i++) {
+	for (i = 0; i < nh; i++) {
 		n = snprintf(raw, sizeof(raw), "GET / HTTP/1.1\r\nHost: %s"
 		    "\r\n\r\n", hosts[i]);
 		scan = 0;
@@ -872,7 +876,7 @@ Test(parse, host_id)
 		ids[i] = r.host_id;
 		cr_expect_neq(ids[i], 0, "%s", hosts[i]);
 	}
-	for (i = 0; i < 6; i++)
+	for (i = 0; i < nh; i++)
 		for (j = 0; j < i; j++)
 			cr_expect_eq(ids[i] == ids[j],
 			    strcmp(hosts[i], hosts[j]) == 0 && j + 1 == i,
