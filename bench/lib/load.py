@@ -279,6 +279,7 @@ class Case:
         self.key = key
         self.title = title
         self.load = load                # how it was loaded, for the reader
+        self.caveat = ""                # what the targets table must add
         self.results = []
 
     def get(self, server):

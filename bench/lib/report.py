@@ -38,7 +38,8 @@ def vs(suite, key, what, name, most, label=None):
             return "no ratio (corral or %s missing)" % name, None
         v = mine / theirs
         return "%.2f×" % v + (_floor_note(case) if name == "nginx"
-                              else ""), v <= most
+                              else "") + (" (%s)" % case.caveat
+                                          if case.caveat else ""), v <= most
     return Target(suite, key, what, "≤ %.2f× %s" % (most, label or name),
                   check)
 

@@ -13,9 +13,11 @@ ticket keys.  The 1 MB cases have none (corral sends those with sendfile,
 which the floor does not).
 """
 
+import errno
 import os
 import random
 import re
+import socket
 import subprocess
 import time
 
@@ -154,6 +156,24 @@ def _measure(ctx, srv, client):
                   note=note, cpu_ticks=max(0, after - before))
 
 
+def kernel_tls():
+    """None when this kernel can take TLS keys (the tls ULP attaches to a
+    connected TCP socket), else why not.  Without it every server's "kTLS
+    on" case runs in user space exactly like its "off" case."""
+    ls = socket.socket()
+    ls.bind(("127.0.0.1", 0))
+    ls.listen(1)
+    c = socket.create_connection(ls.getsockname())
+    try:
+        c.setsockopt(socket.IPPROTO_TCP, 31, b"tls")     # TCP_ULP
+        return None
+    except OSError as e:
+        return "TCP_ULP tls: %s" % (errno.errorcode.get(e.errno, e.errno))
+    finally:
+        c.close()
+        ls.close()
+
+
 def run(ctx):
     missing = [t for t in TOOLS if t not in ctx.tools]
     if missing:
@@ -161,6 +181,11 @@ def run(ctx):
                  (NAME, ", ".join(missing)))
         return []
     cases = [c for c in CASES if not ctx.smoke or c[0] in SMOKE]
+    why = kernel_tls()
+    if why:
+        ctx.note("%s: this kernel has no kernel TLS (%s): the kTLS on cases "
+                 "ran in user space for every server, as the off ones did"
+                 % (NAME, why))
     pki, root = _pki(ctx), _docroot(ctx)
     out = []
     # Cases that share a certificate and variant share a server start.
@@ -177,6 +202,9 @@ def run(ctx):
                 if (k, v) != group:
                     continue
                 case = Case(NAME, key, title, client[0])
+                if why and ktls == "on" and key.startswith("req-"):
+                    case.caveat = "no kernel TLS here: ran in user space"
+                    case.title += " (%s)" % case.caveat
                 order = list(servers)
                 if floor and key not in NO_FLOOR:
                     order.insert(1, floor)      # right after corral
