@@ -144,7 +144,7 @@ static void uc_due(struct dl_node *);
 /* Buffers ------------------------------------------------------------ */
 
 char *
-upstream_buf_reserve(struct upstream_buf *b, size_t n)
+upstream_buf_grow(struct upstream_buf *b, size_t n)
 {
 	size_t want = b->size ? b->size : UC_WBUF;
 	char *p;
@@ -158,32 +158,6 @@ upstream_buf_reserve(struct upstream_buf *b, size_t n)
 		b->size = want;
 	}
 	return b->p + b->len;
-}
-
-bool
-upstream_buf_add(struct upstream_buf *b, const void *p, size_t n)
-{
-	char *at;
-
-	if (n == 0)
-		return true;
-	if ((at = upstream_buf_reserve(b, n)) == NULL)
-		return false;
-	memcpy(at, p, n);
-	b->len += n;
-	return true;
-}
-
-bool
-upstream_buf_str(struct upstream_buf *b, const char *s)
-{
-	return upstream_buf_add(b, s, strlen(s));
-}
-
-bool
-upstream_buf_span(struct upstream_buf *b, struct span s)
-{
-	return upstream_buf_add(b, s.p, s.len);
 }
 
 /* Life of an exchange ------------------------------------------------- */

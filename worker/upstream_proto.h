@@ -40,6 +40,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <string.h>
 #include <sys/types.h>
 
 #include "worker/http.h"
@@ -60,14 +61,45 @@ struct upstream_buf {
 };
 
 /* Room for n more bytes at p + len, or NULL (out of memory). */
-char *upstream_buf_reserve(struct upstream_buf *b, size_t n);
+char *upstream_buf_grow(struct upstream_buf *b, size_t n);
 
-/* Appends n bytes; false when out of memory. */
-bool upstream_buf_add(struct upstream_buf *b, const void *p, size_t n);
+static inline char *
+upstream_buf_reserve(struct upstream_buf *b, size_t n)
+{
+	return b->size - b->len >= n ? b->p + b->len : upstream_buf_grow(b, n);
+}
+
+/*
+ * Appends n bytes; false when out of memory.  Inline: a request head is
+ * some twenty small appends, most of them of constant length, which the
+ * compiler then copies without a call.
+ */
+static inline bool
+upstream_buf_add(struct upstream_buf *b, const void *p, size_t n)
+{
+	char *at;
+
+	if (n == 0)
+		return true;
+	if ((at = upstream_buf_reserve(b, n)) == NULL)
+		return false;
+	memcpy(at, p, n);
+	b->len += n;
+	return true;
+}
 
 /* Appends a NUL-terminated string, or a span. */
-bool upstream_buf_str(struct upstream_buf *b, const char *s);
-bool upstream_buf_span(struct upstream_buf *b, struct span s);
+static inline bool
+upstream_buf_str(struct upstream_buf *b, const char *s)
+{
+	return upstream_buf_add(b, s, strlen(s));
+}
+
+static inline bool
+upstream_buf_span(struct upstream_buf *b, struct span s)
+{
+	return upstream_buf_add(b, s.p, s.len);
+}
 
 /* What the handler asks for: the client's request after its rules. */
 struct upstream_request {
