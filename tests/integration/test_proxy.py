@@ -11,6 +11,7 @@ import shutil
 import signal
 import socket
 import tempfile
+import threading
 import time
 
 from harness import (CorralTestCase, build_request, free_port, parse_response,
@@ -584,6 +585,44 @@ class ProxyErrorTest(ProxyTestCase):
         self.assertGreaterEqual(took, 0.9)
         self.assertLess(took, 8)
         c.wait_log(r'\[error\].*upstream .*: read timed out')
+
+    def test_read_timeout_runs_between_two_reads(self):
+        # A body that trickles, a byte every 0.5 s, takes longer than the
+        # 3 s read timeout in all, but no gap comes near it: each read
+        # starts the timeout again (nginx's proxy_read_timeout).
+        ls = socket.socket()
+        ls.bind(('127.0.0.1', 0))
+        ls.listen(1)
+        self.addCleanup(ls.close)
+        payload = b'trickled'
+
+        def serve():
+            conn, _ = ls.accept()
+            with conn:
+                got = b''
+                while b'\r\n\r\n' not in got:
+                    more = conn.recv(4096)
+                    if not more:
+                        return
+                    got += more
+                conn.sendall(b'HTTP/1.1 200 OK\r\nContent-Length: %d\r\n'
+                             b'\r\n' % len(payload))
+                for i in range(len(payload)):
+                    time.sleep(0.5)
+                    conn.sendall(payload[i:i + 1])
+
+        t = threading.Thread(target=serve, daemon=True)
+        t.start()
+        c = self.start_proxy(['127.0.0.1:%d' % ls.getsockname()[1]],
+                             upstream={'read_timeout': '3s'})
+        start = time.monotonic()
+        r = c.request(build_request('/api/slow'), timeout=30)
+        took = time.monotonic() - start
+        self.assertEqual(r.status, 200)
+        self.assertEqual(r.body, payload)
+        self.assertGreater(took, 3.5, 'the body came faster than the '
+                           'timeout: nothing was shown')
+        t.join(10)
 
     def test_cl_and_te_is_502_and_not_reused(self):
         o = self.origin()
