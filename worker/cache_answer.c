@@ -182,15 +182,7 @@ status_line(struct conn *c, int status, const struct cache_obj *co)
 			return;
 		}
 		p = last.head;
-		memcpy(p, "HTTP/1.1 ", 9);
-		p[9] = (char)('0' + status / 100);
-		p[10] = (char)('0' + status / 10 % 10);
-		p[11] = (char)('0' + status % 10);
-		p[12] = ' ';
-		memcpy(p + 13, r, n);
-		p += 13 + n;
-		memcpy(p, "\r\n", 2);
-		p += 2;
+		p += resp_status_line(p, status, r, n);
 		memcpy(p, worker.server_line, worker.server_line_len);
 		p += worker.server_line_len;
 		memcpy(p, "Date: ", 6);

@@ -69,6 +69,12 @@ resp_status_reason(struct conn *c, int status, const char *reason,
 		c->broken = true;
 		return;
 	}
+	obuf_commit(c, resp_status_line(p, status, reason, len));
+}
+
+size_t
+resp_status_line(char *p, int status, const char *reason, size_t len)
+{
 	memcpy(p, "HTTP/1.1 ", 9);
 	p[9] = (char)('0' + status / 100);
 	p[10] = (char)('0' + status / 10 % 10);
@@ -76,7 +82,7 @@ resp_status_reason(struct conn *c, int status, const char *reason,
 	p[12] = ' ';
 	memcpy(p + 13, reason, len);
 	memcpy(p + 13 + len, "\r\n", 2);
-	obuf_commit(c, 13 + len + 2);
+	return 13 + len + 2;
 }
 
 void

@@ -28,6 +28,13 @@ void resp_head(struct conn *c, int status, const char *head, size_t len);
 void resp_status_reason(struct conn *c, int status, const char *reason,
     size_t len);
 
+/*
+ * Writes "HTTP/1.1 <status> <reason>\r\n" at p (room for 15 + len bytes;
+ * status has three digits) and returns its length.
+ */
+size_t resp_status_line(char *p, int status, const char *reason,
+    size_t len);
+
 /* Adds ready-made header lines ("Name: value\r\n..."). */
 void resp_header(struct conn *c, const char *lines, size_t len);
 

@@ -235,8 +235,9 @@ link_write_cb(evutil_socket_t fd, short what, void *arg)
 		uc_write(l->uc);
 }
 
+/* A link for fd, from the free list, its events assigned but not added. */
 static struct upstream_link *
-link_new(struct upstream_conn *uc, int fd)
+link_new(struct upstream *u, struct upstream_conn *uc, int fd)
 {
 	struct upstream_link *l = free_link;
 
@@ -246,7 +247,7 @@ link_new(struct upstream_conn *uc, int fd)
 		return NULL;
 	l->fd = fd;
 	l->ssl = NULL;
-	l->up = uc->up;
+	l->up = u;
 	l->uc = uc;
 	l->reading = l->writing = false;
 	event_assign(&l->rev, worker.base, fd, EV_READ | EV_PERSIST,
@@ -265,22 +266,10 @@ upstream_link_fd(const struct upstream_link *l)
 struct upstream_link *
 upstream_link_adopt(struct upstream *u, int fd)
 {
-	struct upstream_link *l = free_link;
+	struct upstream_link *l = link_new(u, NULL, fd);
 
 	if (l != NULL)
-		free_link = l->next;
-	else if ((l = malloc(sizeof(*l))) == NULL)
-		return NULL;
-	l->fd = fd;
-	l->ssl = NULL;
-	l->up = u;
-	l->uc = NULL;
-	l->writing = false;
-	event_assign(&l->rev, worker.base, fd, EV_READ | EV_PERSIST,
-	    link_read_cb, l);
-	event_assign(&l->wev, worker.base, fd, EV_WRITE | EV_PERSIST,
-	    link_write_cb, l);
-	l->reading = event_add(&l->rev, NULL) == 0;
+		l->reading = event_add(&l->rev, NULL) == 0;
 	return l;
 }
 
@@ -561,7 +550,7 @@ uc_connect(struct upstream_conn *uc)
 		    upstream_peer_name(uc->peer));
 		return false;
 	}
-	if ((uc->link = link_new(uc, uc->fd)) == NULL) {
+	if ((uc->link = link_new(uc->up, uc, uc->fd)) == NULL) {
 		log_error("upstream %s: out of memory",
 		    upstream_peer_name(uc->peer));
 		close(uc->fd);
