@@ -142,8 +142,8 @@ send_request(struct up *u, struct client *c)
 		relay_die("send to php-fpm");
 }
 
-/* The answer is whole: one writev to the client, blocking if it must
- * (the client reads what it asked for). */
+/* The answer is whole: one writev to the client (the client reads what
+ * it asked for), or, if the client left, it is dropped. */
 static void
 answer(struct up *u)
 {
@@ -154,6 +154,11 @@ answer(struct up *u)
 	size_t head, total = 0;
 	ssize_t n;
 
+	if (c->closed) {
+		relay_client_free(c);
+		relay_release(u);
+		return;
+	}
 	if (end == NULL)
 		relay_fail("STDOUT without a header block");
 	head = (size_t)(end + 2 - u->out);
@@ -228,23 +233,16 @@ up_read(struct up *u)
 		answer(u);
 }
 
-/* The client left mid-answer: the answer is let come (blocking) and the
- * connection goes back to the pool. */
+/* The client left mid-answer: the answer is read to its end as it comes
+ * and dropped, then the client is freed and the connection goes back to
+ * the pool (answer()).  Not read here at once: waiting for php-fpm would
+ * stop the loop, and the connection's own readiness, maybe in the same
+ * batch of events, would then find nothing to read. */
 static bool
 client_gone(struct client *c)
 {
-	struct up *u = c->up;
-	ssize_t n;
-
-	u->b.c = NULL;
-	while (!records(u)) {
-		n = recv(u->b.s.fd, u->rbuf + u->rlen, UBUF - u->rlen, 0);
-		if (n <= 0)
-			relay_fail("php-fpm closed mid-answer");
-		u->rlen += (size_t)n;
-	}
-	relay_release(u);
-	return false;
+	c->closed = true;
+	return true;
 }
 
 static const struct relay_proto fcgi = {

@@ -4,6 +4,7 @@
  * connections and the line of clients waiting for one, the epoll loop.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <signal.h>
@@ -25,6 +26,9 @@ static socklen_t up_addrlen;
 static struct up *idle;
 static struct client *line_head, *line_tail;
 static unsigned nups, max_ups = 32;
+/* Clients closed during a batch of events, freed after it: a later event
+ * of the same batch may still point at one. */
+static struct client *dead;
 
 void
 relay_die(const char *what)
@@ -78,7 +82,9 @@ void
 relay_client_free(struct client *c)
 {
 	close(c->s.fd);
-	free(c);
+	c->s.fd = -1;
+	c->next = dead;
+	dead = c;
 }
 
 void
@@ -124,6 +130,10 @@ up_get(void)
 	}
 	if (up_addr.ss_family == AF_INET)
 		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	/* Non-blocking from here: a recv() with nothing to read must not
+	 * stop the loop. */
+	if (fcntl(fd, F_SETFL, O_NONBLOCK) == -1)
+		relay_die("fcntl");
 	if ((u = calloc(1, proto->up_size)) == NULL)
 		relay_die("calloc");
 	UB(u)->s.fd = fd;
@@ -281,12 +291,20 @@ relay_run(int port, const struct sockaddr *sa, socklen_t salen)
 
 			if (k == NULL)
 				accept_all(lfd);
+			else if (k->fd == -1)
+				continue;	/* freed earlier in the batch */
 			else if (k->is_up)
 				proto->up_read((struct up *)k);
 			else if (c->writing)
 				proto->client_writable(c);
 			else
 				client_read(c);
+		}
+		while (dead != NULL) {
+			struct client *c = dead;
+
+			dead = c->next;
+			free(c);
 		}
 	}
 }

@@ -86,7 +86,8 @@ void relay_release(struct up *u);
 /* recv() on u said the upstream closed or failed: out of the pool, or,
  * mid-answer, the end of the run. */
 void relay_up_closed(struct up *u);
-/* Closes and frees a client. */
+/* Closes a client; it is freed after the batch of events (one later in
+ * the batch may still point at it). */
 void relay_client_free(struct client *c);
 
 /* Listens on 127.0.0.1:port and serves until killed; the upstream is at
