@@ -7,12 +7,10 @@
  * bytes are decoded by the module and handed over at once.  The handler
  * stops reading with upstream_conn_pause() while its client is behind.
  *
- * Each connection (struct upstream_link) has its read event added once,
- * when connected, and kept until it is closed, also while it idles in
- * the pool: the callback goes to the exchange that holds it, or, in the
- * pool, closes it (the peer closed it or spoke out of turn).  Taking and
- * returning a pooled connection touches no event.  The write event is
- * added only while bytes wait for room.
+ * The connection under an exchange is a struct upstream_link
+ * (upstream_link.c), whose read event stays added for its life: taking
+ * and returning a pooled connection touches no event.  The write event
+ * is added only while bytes wait for room.
  *
  * One timer per exchange, on a deadline queue (worker/deadline.h): the
  * connect timeout (connect and TLS handshake), the send timeout while
@@ -49,96 +47,12 @@
 #include "shm/stats.h"
 #include "worker/tls.h"
 #include "worker/upstream.h"
+#include "worker/upstream_impl.h"
 #include "worker/upstream_proto.h"
 
-#define UC_RBUF		(32 * 1024)	/* reads, and a head that fits (grown
-					   up to max_header_size) */
-#define UC_WBUF		4096
-#define UC_WBUF_HIGH	(64 * 1024)	/* request bytes waiting to go */
-#define UC_CTX		256		/* module state kept with a free
-					   exchange; more is allocated */
-
-enum uc_state {
-	UC_CONNECT,			/* connect() under way */
-	UC_HANDSHAKE,			/* TLS handshake under way */
-	UC_HEAD,			/* waiting for the response head */
-	UC_HEADED,			/* head handed over, body not begun */
-	UC_BODY,			/* relaying the body */
-	UC_DONE,			/* complete; connection let go */
-};
-
-enum uc_timer {
-	UT_NONE,
-	UT_CONNECT,			/* connect and TLS handshake */
-	UT_SEND,			/* request bytes wait for room */
-	UT_READ,			/* the request is sent: the answer */
-};
-
-struct upstream_link {
-	int fd;
-	struct ssl_st *ssl;		/* while pooled; the exchange's else */
-	struct upstream *up;
-	struct upstream_conn *uc;	/* its exchange; NULL while pooled */
-	bool reading, writing;		/* rev, wev added */
-	struct event rev, wev;
-	struct upstream_link *next;	/* free list */
-};
-
-struct upstream_conn {
-	struct upstream *up;
-	struct upstream_peer *peer;
-	const struct upstream_proto *proto;
-	const struct upstream_handler *h;
-	void *arg;
-	const char *client;		/* for log lines */
-	struct conn *c;			/* the client's, for its log line */
-	uint64_t open_us, connect_us;	/* when it began, and its connect */
-	int64_t connect_time_us;	/* -1: a pooled connection */
-	struct upstream_link *link;	/* the connection, or NULL */
-	int fd;				/* link's, or -1 */
-	struct ssl_st *ssl;		/* TLS to the peer, or NULL */
-	enum uc_state state;
-	enum uc_timer timer;
-	struct dl_node tnode;
-	int cerr;			/* connect() failed at once */
-
-	/* The request side. */
-	bool idempotent;
-	bool has_body;
-	bool body_done;			/* all of it was handed over */
-	bool replayable;		/* wbuf still holds the whole request */
-	bool write_shut;		/* the peer stopped taking bytes */
-	bool reused;			/* the connection came from the pool */
-	bool retried;
-	unsigned moves;			/* to another peer: next_upstream, or
-					   the key's next node (hashed) */
-	uint64_t tried;			/* next_upstream: peers tried */
-	size_t hklen;			/* hashed groups: the key, else 0 */
-	char hkey[UPSTREAM_KEY_MAX];
-	struct upstream_buf w;
-	size_t wpos;
-
-	/* The response side. */
-	bool got_bytes;			/* the peer answered something */
-	bool decode;			/* the handler takes payload only */
-	bool paused;			/* not reading: the client is behind */
-	char *rbuf;
-	size_t rsize, rlen;
-	size_t hlen;			/* UC_HEADED: the head's bytes */
-	uint64_t body_bytes;		/* payload so far, for the log */
-	struct http_response resp;
-
-	void *ctx;			/* the module's state */
-	size_t ctx_size;
-	struct upstream_conn *next;	/* free list */
-};
-
 static struct upstream_conn *free_uc;
-static struct upstream_link *free_link;
 static struct dl_queue *uq;		/* the exchanges' timers */
 
-static void uc_read(struct upstream_conn *);
-static void uc_write(struct upstream_conn *);
 static void uc_due(struct dl_node *);
 
 /* Buffers ------------------------------------------------------------ */
@@ -199,123 +113,6 @@ fail:
 	free(uc->ctx);
 	free(uc);
 	return NULL;
-}
-
-/* Connections ---------------------------------------------------------- */
-
-static void
-link_read_cb(evutil_socket_t fd, short what, void *arg)
-{
-	struct upstream_link *l = arg;
-	char b;
-
-	(void)what;
-	if (l->uc != NULL) {
-		uc_read(l->uc);
-		return;
-	}
-	/* Pooled: a wakeup meant for its last exchange finds nothing. */
-	if (recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) < 0 &&
-	    (errno == EAGAIN || errno == EWOULDBLOCK))
-		return;
-	/* The peer closed it or sent bytes nobody asked for: either way it
-	 * cannot carry a request. */
-	upstream_pool_drop(l->up, l);
-	upstream_link_close(l, true);
-}
-
-static void
-link_write_cb(evutil_socket_t fd, short what, void *arg)
-{
-	struct upstream_link *l = arg;
-
-	(void)fd;
-	(void)what;
-	if (l->uc != NULL)
-		uc_write(l->uc);
-}
-
-/* A link for fd, from the free list, its events assigned but not added. */
-static struct upstream_link *
-link_new(struct upstream *u, struct upstream_conn *uc, int fd)
-{
-	struct upstream_link *l = free_link;
-
-	if (l != NULL)
-		free_link = l->next;
-	else if ((l = malloc(sizeof(*l))) == NULL)
-		return NULL;
-	l->fd = fd;
-	l->ssl = NULL;
-	l->up = u;
-	l->uc = uc;
-	l->reading = l->writing = false;
-	event_assign(&l->rev, worker.base, fd, EV_READ | EV_PERSIST,
-	    link_read_cb, l);
-	event_assign(&l->wev, worker.base, fd, EV_WRITE | EV_PERSIST,
-	    link_write_cb, l);
-	return l;
-}
-
-int
-upstream_link_fd(const struct upstream_link *l)
-{
-	return l->fd;
-}
-
-struct upstream_link *
-upstream_link_adopt(struct upstream *u, int fd)
-{
-	struct upstream_link *l = link_new(u, NULL, fd);
-
-	if (l != NULL)
-		l->reading = event_add(&l->rev, NULL) == 0;
-	return l;
-}
-
-void
-upstream_link_release(struct upstream_link *l)
-{
-	if (l->reading)
-		event_del(&l->rev);
-	if (l->writing)
-		event_del(&l->wev);
-	l->next = free_link;
-	free_link = l;
-}
-
-void
-upstream_link_close(struct upstream_link *l, bool clean)
-{
-	if (l->reading)
-		event_del(&l->rev);
-	if (l->writing)
-		event_del(&l->wev);
-	upstream_tls_close(l->ssl, clean);
-	close(l->fd);
-	l->ssl = NULL;
-	l->fd = -1;
-	l->next = free_link;
-	free_link = l;
-}
-
-static void
-link_read(struct upstream_link *l)
-{
-	if (!l->reading) {
-		event_add(&l->rev, NULL);
-		l->reading = true;
-	}
-}
-
-static void
-link_write(struct upstream_link *l, bool on)
-{
-	if (on && !l->writing)
-		event_add(&l->wev, NULL);
-	else if (!on && l->writing)
-		event_del(&l->wev);
-	l->writing = on;
 }
 
 static void
@@ -404,7 +201,6 @@ void
 upstream_conn_free_all(void)
 {
 	struct upstream_conn *uc;
-	struct upstream_link *l;
 
 	while ((uc = free_uc) != NULL) {
 		free_uc = uc->next;
@@ -413,10 +209,7 @@ upstream_conn_free_all(void)
 		free(uc->ctx);
 		free(uc);
 	}
-	while ((l = free_link) != NULL) {
-		free_link = l->next;
-		free(l);
-	}
+	upstream_link_free_all();
 	dl_queue_free(uq);
 	uq = NULL;
 }
@@ -550,7 +343,7 @@ uc_connect(struct upstream_conn *uc)
 		    upstream_peer_name(uc->peer));
 		return false;
 	}
-	if ((uc->link = link_new(uc->up, uc, uc->fd)) == NULL) {
+	if ((uc->link = upstream_link_new(uc->up, uc, uc->fd)) == NULL) {
 		log_error("upstream %s: out of memory",
 		    upstream_peer_name(uc->peer));
 		close(uc->fd);
@@ -917,7 +710,7 @@ upstream_conn_body_room(const struct upstream_conn *uc)
 	return queued >= UC_WBUF_HIGH ? 0 : UC_WBUF_HIGH - queued;
 }
 
-static void
+void
 uc_write(struct upstream_conn *uc)
 {
 	ssize_t n;
@@ -1124,7 +917,7 @@ uc_eof(struct upstream_conn *uc, int err)
 	    (unsigned long long)uc->body_bytes);
 }
 
-static void
+void
 uc_read(struct upstream_conn *uc)
 {
 	ssize_t n;
