@@ -47,29 +47,21 @@ static ssize_t
 find_end(struct http_response *r, const char *buf, size_t len, size_t *scan,
     size_t max)
 {
-	size_t pos = *scan, stop = len < max ? len : max, end, from;
-	const char *lf;
+	size_t pos = *scan, stop = len < max ? len : max;
+	ssize_t end;
 
 	while (pos < stop) {
-		lf = memchr(buf + pos, '\n', stop - pos);
-		end = lf != NULL ? (size_t)(lf - buf) : stop;
-		/*
-		 * A CR may only stand right before the LF, or last when its
-		 * LF has not come yet; such a CR is at pos - 1.
-		 */
-		from = pos > 0 && buf[pos - 1] == '\r' ? pos - 1 : pos;
-		if (end > from + 1 &&
-		    memchr(buf + from, '\r', end - 1 - from) != NULL)
+		if ((end = http_line_end(buf, pos, stop)) < 0)
 			return fail(r, "bare CR in CGI header");
-		if (lf == NULL) {
+		if ((size_t)end == stop) {
 			pos = stop;
 			break;
 		}
-		if (empty_line(buf, pos, end)) {
-			*scan = end;
-			return (ssize_t)end + 1;
+		if (empty_line(buf, pos, (size_t)end)) {
+			*scan = (size_t)end;
+			return end + 1;
 		}
-		pos = end + 1;
+		pos = (size_t)end + 1;
 	}
 	*scan = pos;
 	if (len < max)

@@ -9,6 +9,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
+#include <sys/types.h>
 
 #include "worker/http.h"
 
@@ -89,6 +91,25 @@ const char *http_field_line_in(const char **pp, const char *end,
 
 /* The same for a block whose lines may also end in a bare LF (CGI). */
 const char *http_field_line_lf(const char **pp, struct http_header *h);
+
+/*
+ * The header-block scanners' common step: finds the next LF in
+ * buf[pos, stop) and checks that no CR stands anywhere but right before
+ * it, or last in the buffer when its LF has not come yet (one left so by
+ * the previous call is at pos - 1).  Returns the LF's index, stop when
+ * there is none yet, or -1 for a bare CR.
+ */
+static inline ssize_t
+http_line_end(const char *buf, size_t pos, size_t stop)
+{
+	const char *lf = memchr(buf + pos, '\n', stop - pos);
+	size_t end = lf != NULL ? (size_t)(lf - buf) : stop;
+	size_t from = pos > 0 && buf[pos - 1] == '\r' ? pos - 1 : pos;
+
+	if (end > from + 1 && memchr(buf + from, '\r', end - 1 - from) != NULL)
+		return -1;
+	return (ssize_t)end;
+}
 
 /*
  * Reads a Connection value: sets *close and *keepalive for those tokens,

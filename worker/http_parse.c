@@ -76,9 +76,9 @@ static ssize_t
 find_end(struct http_request *r, const char *buf, size_t len, size_t *scan,
     const struct http_limits *lim)
 {
-	size_t pos = *scan & ~SCAN_RLINE, max, stop, end, from;
+	size_t pos = *scan & ~SCAN_RLINE, max, stop, end;
 	bool rline = (*scan & SCAN_RLINE) != 0;
-	const char *lf;
+	ssize_t n;
 
 	for (;;) {
 		max = lim->max_header_size;
@@ -87,20 +87,10 @@ find_end(struct http_request *r, const char *buf, size_t len, size_t *scan,
 		stop = len < max ? len : max;
 		if (pos >= stop)
 			break;
-		lf = memchr(buf + pos, '\n', stop - pos);
-		end = lf != NULL ? (size_t)(lf - buf) : stop;
-
-		/*
-		 * A CR may only stand right before the LF, or last in the
-		 * buffer when its LF has not come yet; a CR left pending by
-		 * the previous call is at pos - 1.
-		 */
-		from = pos > 0 && buf[pos - 1] == '\r' ? pos - 1 : pos;
-		if (end > from + 1 &&
-		    memchr(buf + from, '\r', end - 1 - from) != NULL)
+		if ((n = http_line_end(buf, pos, stop)) < 0)
 			return fail(r, 400, rline ? "bare CR in header" :
 			    "bare CR in request line");
-		if (lf == NULL) {
+		if ((end = (size_t)n) == stop) {
 			pos = stop;
 			break;
 		}

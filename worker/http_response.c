@@ -101,23 +101,13 @@ static ssize_t
 find_end(struct http_response *r, const char *buf, size_t len, size_t *scan,
     size_t max)
 {
-	size_t pos = *scan, stop = len < max ? len : max, end, from;
-	const char *lf;
+	size_t pos = *scan, stop = len < max ? len : max, end;
+	ssize_t n;
 
 	while (pos < stop) {
-		lf = memchr(buf + pos, '\n', stop - pos);
-		end = lf != NULL ? (size_t)(lf - buf) : stop;
-
-		/*
-		 * A CR may only stand right before the LF, or last in the
-		 * buffer when its LF has not come yet; a CR left pending by
-		 * the previous call is at pos - 1.
-		 */
-		from = pos > 0 && buf[pos - 1] == '\r' ? pos - 1 : pos;
-		if (end > from + 1 &&
-		    memchr(buf + from, '\r', end - 1 - from) != NULL)
+		if ((n = http_line_end(buf, pos, stop)) < 0)
 			return fail(r, "bare CR in response header");
-		if (lf == NULL) {
+		if ((end = (size_t)n) == stop) {
 			pos = stop;
 			break;
 		}
