@@ -787,12 +787,15 @@ ipv6_check(const char *p, size_t n)
 /*
  * An IPv4 address is also a reg-name, so the reg-name rule covers it.  An
  * empty host is refused, as no virtual host can match it; so are IPv6 zone
- * identifiers and IPvFuture.  An IPv6 literal keeps its brackets.
+ * identifiers and IPvFuture.  An IPv6 literal keeps its brackets.  A name's
+ * one trailing dot (the absolute DNS form, "example.com.") is not part of
+ * the host it names, and an empty label ("a..b", ".a") names none: as in
+ * nginx, which nginx users' server names rely on.
  */
 ssize_t
 http_host_check(const char *p, size_t len)
 {
-	size_t i = 0, port = 0, digits;
+	size_t i = 0, port = 0, digits, hl;
 	const char *rb;
 
 	if (len > 0 && p[0] == '[') {
@@ -800,6 +803,7 @@ http_host_check(const char *p, size_t len)
 		if (rb == NULL || !ipv6_check(p + 1, (size_t)(rb - p - 1)))
 			return -1;
 		i = (size_t)(rb - p) + 1;
+		hl = i;
 	} else {
 		for (;;) {
 			while (i < len && IS(p[i], C_HOST))
@@ -810,11 +814,12 @@ http_host_check(const char *p, size_t len)
 			else
 				break;
 		}
-		if (i == 0)
-			return -1;	/* an empty reg-name names no host */
+		hl = i > 1 && p[i - 1] == '.' ? i - 1 : i;
+		if (hl == 0 || p[0] == '.' || memmem(p, i, "..", 2) != NULL)
+			return -1;	/* an empty label names no host */
 	}
 	if (i == len)
-		return (ssize_t)i;
+		return (ssize_t)hl;
 	if (p[i] != ':' || len - i - 1 > 5)
 		return -1;
 	for (digits = i + 1; digits < len; digits++) {
@@ -822,7 +827,7 @@ http_host_check(const char *p, size_t len)
 			return -1;
 		port = port * 10 + (size_t)(p[digits] - '0');
 	}
-	return port > 65535 ? -1 : (ssize_t)i;
+	return port > 65535 ? -1 : (ssize_t)hl;
 }
 
 /* A weight ("q=0.5") of zero: "0", "0.", "0.0" up to "0.000". */

@@ -296,6 +296,20 @@ class VirtualHostTest(CorralTestCase):
         self.assertBody(c.get('/', host='LocalHost:%d' % c.port),
                         b'default\n')
 
+    def test_host_in_absolute_dns_form(self):
+        # "other.test." is the same name as "other.test" (nginx strips the
+        # dot too); a name with an empty label is no name: 400.
+        c = self.vhosts()
+        self.assertBody(c.get('/', host='other.test.'), b'other\n')
+        self.assertBody(c.get('/', host='Other.Test.:8080'), b'other\n')
+        self.assertBody(c.get('/', host='a.wild.test.'), b'wild\n')
+        with c.connect() as conn:
+            conn.send(b'GET http://alias.test./ HTTP/1.1\r\n'
+                      b'Host: localhost\r\n\r\n')
+            self.assertBody(conn.read_response(), b'other\n')
+        for bad in ('other..test', '.other.test', '.', 'other.test..'):
+            self.assertEqual(c.get('/', host=bad).status, 400, bad)
+
     def test_unknown_host_uses_first(self):
         c = self.vhosts()
         self.assertBody(c.get('/', host='unknown.test'), b'default\n')
