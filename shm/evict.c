@@ -353,6 +353,12 @@ store_alloc(struct store *s, size_t total, bool lease, uint64_t hash,
 		pool_unlock(s);
 		if (it != NULL)
 			return it;
+		if (s->nlater != 0) {
+			/* Our own pins left for later may hold the room, or
+			 * the records: drop them, then ask again. */
+			store_release_flush(s);
+			continue;
+		}
 		if (norec) {
 			*why = STORE_NOREF;
 			return NULL;

@@ -4,6 +4,8 @@
  * sweep.  Each public function takes one stripe lock, calls do_* helpers,
  * and drops it; memory is found (and made, by eviction) before the lock
  * is taken, and wakeups and the copy of a value happen with no lock held.
+ * Unpins left for later (store_release_later) ride on the lock of the
+ * process's next get or lookup in their stripe.
  * Lock rules: see stripe.c and pool.c.
  */
 #include <string.h>
@@ -100,6 +102,52 @@ lock_key(struct store *s, const void *key, size_t klen, uint64_t *hash,
 	return stripe_lock(s, *si);
 }
 
+/* Drops this slot's pin record idx on it, under its stripe's lock. */
+static void
+do_unpin(struct store *s, struct item *it, uint64_t off, uint32_t idx)
+{
+	uint64_t v = off | REC_PIN;
+	uint64_t *rec = &slot_at(s, (unsigned)s->slot)->rec[idx];
+
+	if (__atomic_load_n(rec, __ATOMIC_RELAXED) == v) {
+		rec_clear(s, (unsigned)s->slot, idx, v);
+		do_item_unpin(s, it);
+	}
+}
+
+/*
+ * Drops the pins left for later in stripe si, which is locked (unless
+ * locking it failed: then only their records go, as store_release()
+ * does when it cannot lock).  While its record holds, a pinned item is
+ * there (a repair keeps the items that records pin), so its offset, ours,
+ * needs no item_at(): the state and stripe are checked all the same.
+ */
+static void
+do_release_later(struct store *s, unsigned si, bool locked)
+{
+	uint64_t *rec = slot_at(s, (unsigned)s->slot)->rec;
+	struct later *l = s->later;
+	struct item *it;
+	uint64_t v;
+	unsigned i, n = 0;
+
+	for (i = 0; i < s->nlater; i++) {
+		if (l[i].si != si) {
+			l[n++] = l[i];
+			continue;
+		}
+		v = l[i].off | REC_PIN;
+		if (__atomic_load_n(&rec[l[i].rec], __ATOMIC_RELAXED) != v)
+			continue;	/* a repair took it */
+		it = (struct item *)(s->base + l[i].off);
+		rec_clear(s, (unsigned)s->slot, l[i].rec, v);
+		if (locked && (it->state == ST_LINKED ||
+		    it->state == ST_ZOMBIE) && stripe_of_hash(s, it->hash) == si)
+			do_item_unpin(s, it);
+	}
+	s->nlater = n;
+}
+
 enum store_result
 store_get(struct store *s, const void *key, size_t klen,
     struct store_ref *ref)
@@ -114,6 +162,8 @@ store_get(struct store *s, const void *key, size_t klen,
 	memset(ref, 0, sizeof(*ref));
 	if (lock_key(s, key, klen, &hash, &si) == -1)
 		return STORE_EINVAL;
+	if (s->nlater != 0)
+		do_release_later(s, si, true);
 	st = stripe_at(s, si);
 	CNT_ADD(st, gets, 1);
 	it = do_item_find(s, si, hash, key, klen);
@@ -239,6 +289,8 @@ store_lookup(struct store *s, const void *key, size_t klen,
 	memset(ref, 0, sizeof(*ref));
 	if (lock_key(s, key, klen, &hash, &si) == -1)
 		return STORE_EINVAL;
+	if (s->nlater != 0)
+		do_release_later(s, si, true);
 	st = stripe_at(s, si);
 	CNT_ADD(st, gets, 1);
 again:
@@ -285,27 +337,62 @@ again:
 void
 store_release(struct store *s, struct store_ref *ref)
 {
-	uint64_t v = ref->off_ | REC_PIN;
 	struct item *it;
-	uint64_t *rec;
 	int si;
 
 	if (ref->off_ == 0 || s->slot < 0 || ref->rec_ >= s->l.max_refs) {
 		memset(ref, 0, sizeof(*ref));
 		return;
 	}
-	rec = &slot_at(s, (unsigned)s->slot)->rec[ref->rec_];
 	if ((si = item_stripe_lock_at(s, ref->off_, &it)) >= 0) {
-		if (__atomic_load_n(rec, __ATOMIC_RELAXED) == v) {
-			rec_clear(s, (unsigned)s->slot, ref->rec_, v);
-			do_item_unpin(s, it);
-		}
+		do_unpin(s, it, ref->off_, ref->rec_);
 		stripe_unlock(s, (unsigned)si);
 	} else {
 		/* A repair dropped the item: only the record is left. */
-		rec_clear(s, (unsigned)s->slot, ref->rec_, v);
+		rec_clear(s, (unsigned)s->slot, ref->rec_, ref->off_ | REC_PIN);
 	}
 	memset(ref, 0, sizeof(*ref));
+}
+
+bool
+store_release_later(struct store *s, struct store_ref *ref)
+{
+	const struct item *p = NULL;
+
+	if (ref->off_ != 0 && s->slot >= 0 && ref->rec_ < s->l.max_refs)
+		p = item_peek(s, ref->off_);
+	/* A value deleted or replaced meanwhile goes now: its last unpin
+	 * gives its room back.  (Pinned, an item keeps its hash.) */
+	if (p == NULL || __atomic_load_n(&p->state, __ATOMIC_RELAXED) !=
+	    ST_LINKED) {
+		store_release(s, ref);
+		return false;
+	}
+	if (s->nlater == LATER_MAX)
+		store_release_flush(s);
+	s->later[s->nlater].off = ref->off_;
+	s->later[s->nlater].rec = ref->rec_;
+	s->later[s->nlater].si = stripe_of_hash(s,
+	    __atomic_load_n(&p->hash, __ATOMIC_RELAXED));
+	s->nlater++;
+	memset(ref, 0, sizeof(*ref));
+	return true;
+}
+
+void
+store_release_flush(struct store *s)
+{
+	unsigned si;
+
+	while (s->nlater > 0) {
+		si = s->later[0].si;
+		if (stripe_lock(s, si) == 0) {
+			do_release_later(s, si, true);
+			stripe_unlock(s, si);
+		} else {
+			do_release_later(s, si, false);
+		}
+	}
 }
 
 enum store_result

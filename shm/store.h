@@ -167,6 +167,17 @@ enum store_result store_lookup(struct store *s, const void *key, size_t klen,
     struct store_ref *ref);
 /* Unpins a value from get or lookup; the ref is then empty. */
 void store_release(struct store *s, struct store_ref *ref);
+/*
+ * The same, later: under the lock of this process's next get or lookup in
+ * the value's stripe (a hit on a hot key then locks once, not twice), or
+ * at store_release_flush(), or when this process needs room.  Until then
+ * it is a pin like any other (a dead process's are reaped).  A value no
+ * longer linked is unpinned at once.  True if left for later: the caller
+ * must then see that store_release_flush() runs soon.
+ */
+bool store_release_later(struct store *s, struct store_ref *ref);
+/* Unpins everything store_release_later() left, one lock per stripe. */
+void store_release_flush(struct store *s);
 
 /* Stores a copy of the value; also completes a lease on the key. */
 enum store_result store_set(struct store *s, const void *key, size_t klen,

@@ -54,6 +54,7 @@
 #define NBINS		64		/* free run lists */
 #define EXACT_BINS	32		/* runs of 1..32 pages: one bin each */
 #define NO_PAGE		UINT32_MAX
+#define LATER_MAX	16	/* unpins a process leaves for later */
 
 /* Record kinds, in the low bits of an item offset (items are 8-aligned). */
 #define REC_PIN		1
@@ -192,6 +193,13 @@ struct item {
 	uint8_t pad;
 };
 
+/* A pin store_release_later() left, to drop under its stripe's lock. */
+struct later {
+	uint64_t off;
+	uint32_t rec;
+	uint32_t si;
+};
+
 /* An item to evict, found under the pool lock and checked under its own. */
 struct victim {
 	uint64_t off;
@@ -213,6 +221,8 @@ struct store {
 	bool persist;
 	uint32_t rec_hint;
 	uint32_t sample;	/* where the next eviction looks first */
+	struct later later[LATER_MAX];	/* unpins left for later */
+	unsigned nlater;
 	uint64_t *wake;		/* slots to wake once the lock is dropped */
 	bool wake_any;
 	bool bad;		/* a bad link was seen under a stripe lock */
@@ -323,6 +333,7 @@ int rec_claim(struct store *s, uint64_t val);
 void rec_clear(struct store *s, unsigned slot, uint32_t idx, uint64_t val);
 void do_item_unpin(struct store *s, struct item *it);
 int item_stripe_lock(struct store *s, uint64_t off);
+const struct item *item_peek(const struct store *s, uint64_t off);
 int item_stripe_lock_at(struct store *s, uint64_t off, struct item **itp);
 
 /* ops.c: shared with update.c */

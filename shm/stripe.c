@@ -280,7 +280,7 @@ stripe_unlock(struct store *s, unsigned si)
  * The item header at off, unchecked, when it lies in the arena: read
  * without the lock only to choose the stripe to lock.
  */
-static const struct item *
+const struct item *
 item_peek(const struct store *s, uint64_t off)
 {
 	const struct layout *l = &s->l;

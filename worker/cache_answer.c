@@ -247,7 +247,7 @@ send_obj(struct cache_req *cr, struct store_ref *ref,
 	if (b.pin != NULL)
 		pin_put(b.pin);
 	else
-		store_release(worker.store, ref);
+		unpin_soon(ref);
 }
 
 void

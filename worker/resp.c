@@ -19,6 +19,10 @@ const size_t resp_allow_len = sizeof(resp_allow) - 1;
 static const char html[] = "Content-Type: text/html; charset=utf-8\r\n";
 
 static struct pin *free_pins;
+static struct event *unpin_ev;	/* drops the unpins left for later */
+static bool unpin_armed;
+
+#define UNPIN_DELAY_MS	10	/* longest an unpin is left for later */
 
 bool
 resp_is_head(const struct conn *c)
@@ -325,12 +329,49 @@ pin_bytes(const struct pin *p)
 	return p->ref.data;
 }
 
+static void
+unpin_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	(void)arg;
+	unpin_armed = false;
+	store_release_flush(worker.store);
+}
+
+void
+unpin_soon(struct store_ref *ref)
+{
+	static const struct timeval soon = { 0, UNPIN_DELAY_MS * 1000 };
+
+	if (!store_release_later(worker.store, ref) || unpin_armed)
+		return;
+	if (unpin_ev == NULL &&
+	    (unpin_ev = evtimer_new(worker.base, unpin_cb, NULL)) == NULL) {
+		store_release_flush(worker.store);
+		return;
+	}
+	evtimer_add(unpin_ev, &soon);
+	unpin_armed = true;
+}
+
+void
+unpin_end(void)
+{
+	if (unpin_ev != NULL)
+		event_free(unpin_ev);
+	unpin_ev = NULL;
+	unpin_armed = false;
+	if (worker.store != NULL)
+		store_release_flush(worker.store);
+}
+
 void
 pin_put(struct pin *p)
 {
 	if (--p->uses > 0)
 		return;
-	store_release(worker.store, &p->ref);
+	unpin_soon(&p->ref);
 	p->next = free_pins;
 	free_pins = p;
 }

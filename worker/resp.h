@@ -65,6 +65,13 @@ struct pin *pin_take(const struct store_ref *ref);
 
 /* Drops one use of a pin; the last one releases the store value. */
 void pin_put(struct pin *p);
+/*
+ * Unpins a value a response is done with, soon: under the lock of this
+ * worker's next lookup in its stripe, or within 10 ms (store.h).
+ */
+void unpin_soon(struct store_ref *ref);
+/* Drops the unpins left for later and their timer, at the worker's end. */
+void unpin_end(void);
 
 /* Queues bytes of a pinned store value; the pin is released once sent. */
 void resp_body_pin(struct conn *c, struct pin *p, size_t off, size_t len);

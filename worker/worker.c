@@ -27,6 +27,7 @@
 #include "worker/mc_client.h"
 #include "worker/mc_conn.h"
 #include "worker/proxy.h"
+#include "worker/resp.h"
 #include "worker/waitlist.h"
 #include "worker/static.h"
 #include "worker/tls.h"
@@ -466,6 +467,7 @@ worker_main(const struct runtime *rt, int slot, unsigned gen,
 	conn_close_all();
 	mc_close_all();
 	mc_client_free_all();
+	unpin_end();
 	free(worker.headers);
 	for (i = 0; i < cf->nlisten; i++)
 		event_free(accept_evs[i]);

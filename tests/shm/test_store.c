@@ -387,6 +387,112 @@ Test(store, max_refs_per_slot)
 	store_destroy(s);
 }
 
+/* A store whose slot 1 holds at most two pins, and "a" and "b" in
+ * different stripes (the stripe takes the hash's bits from 40 up). */
+static uint64_t
+ab_hash(const void *key, size_t klen)
+{
+	return klen > 0 && *(const char *)key == 'b' ? 1ULL << 40 : 0;
+}
+
+static struct store *
+mk_two_refs(void)
+{
+	struct store_options o = {
+		.size = 4 << 20, .stripes = 4, .max_object = 100,
+		.max_slots = 2, .max_refs = 2,
+	};
+	struct store *s = store_create(&o, NULL, 0);
+
+	cr_assert_not_null(s);
+	store_test_set_hash(s, ab_hash);
+	cr_assert_eq(store_attach(s, 1), 0);
+	cr_assert_eq(set_str(s, "a", "apple", 0), STORE_OK);
+	cr_assert_eq(set_str(s, "b", "banana", 0), STORE_OK);
+	return s;
+}
+
+/* The next get in the stripe unpins what was left for later. */
+Test(store, release_later_rides_on_the_next_get)
+{
+	struct store *s = mk_two_refs();
+	struct store_ref r[3];
+
+	cr_assert_eq(store_get(s, "a", 1, &r[0]), STORE_HIT);
+	cr_assert(store_release_later(s, &r[0]));
+	cr_assert_null(r[0].data, "the ref is emptied at once");
+	/* Without the ride, the third pin would find no record. */
+	cr_assert_eq(store_get(s, "a", 1, &r[1]), STORE_HIT);
+	cr_assert_eq(store_get(s, "a", 1, &r[2]), STORE_HIT);
+	store_release(s, &r[1]);
+	store_release(s, &r[2]);
+	cr_assert_eq(store_test_check(s, NULL, 0), 0);
+	store_destroy(s);
+}
+
+/* Until then it is a pin; a get in another stripe leaves it alone. */
+Test(store, release_later_holds_until_flushed)
+{
+	struct store *s = mk_two_refs();
+	struct store_ref ra, rb, rb2;
+
+	cr_assert_eq(store_get(s, "a", 1, &ra), STORE_HIT);
+	cr_assert(store_release_later(s, &ra));
+	cr_assert_eq(store_get(s, "b", 1, &rb), STORE_HIT);
+	cr_assert_eq(store_get(s, "b", 1, &rb2), STORE_NOREF,
+	    "a's pin still holds its record");
+	store_release_flush(s);
+	cr_assert_eq(store_get(s, "b", 1, &rb2), STORE_HIT);
+	store_release(s, &rb);
+	store_release(s, &rb2);
+	cr_assert_eq(store_test_check(s, NULL, 0), 0);
+	store_destroy(s);
+}
+
+/* A process that needs records or room drops its own later unpins. */
+Test(store, release_later_gives_way_to_a_set)
+{
+	struct store *s = mk_two_refs();
+	struct store_ref ra, rb;
+
+	cr_assert_eq(store_get(s, "a", 1, &ra), STORE_HIT);
+	cr_assert_eq(store_get(s, "b", 1, &rb), STORE_HIT);
+	cr_assert(store_release_later(s, &ra));
+	cr_assert(store_release_later(s, &rb));
+	/* The reservation needs a record: both were the later pins'. */
+	cr_assert_eq(set_str(s, "c", "cherry", 0), STORE_OK);
+	expect(s, "c", "cherry");
+	cr_assert_eq(store_test_check(s, NULL, 0), 0);
+	store_destroy(s);
+}
+
+/* A value deleted while pinned is unpinned at once, and its room freed. */
+Test(store, release_later_of_a_deleted_value_is_now)
+{
+	struct store_options o = {
+		.size = 4 << 20, .stripes = 1, .max_object = 8192,
+		.max_slots = 2,
+	};
+	struct store *s = store_create(&o, NULL, 0);
+	struct store_ref ref;
+	uint64_t before, after, longest;
+	static char big[8192];
+
+	cr_assert_not_null(s);
+	cr_assert_eq(store_attach(s, 1), 0);
+	store_test_pool(s, &before, &longest);
+	cr_assert_eq(store_set(s, "big", 3, big, sizeof(big), 0, 0),
+	    STORE_OK);
+	cr_assert_eq(store_get(s, "big", 3, &ref), STORE_HIT);
+	cr_assert_eq(store_delete(s, "big", 3), STORE_OK);
+	cr_assert_not(store_release_later(s, &ref));
+	store_test_pool(s, &after, &longest);
+	cr_assert_eq(after, before, "free pages %lu, were %lu",
+	    (unsigned long)after, (unsigned long)before);
+	cr_assert_eq(store_test_check(s, NULL, 0), 0);
+	store_destroy(s);
+}
+
 static bool
 woken(struct store *s, unsigned slot)
 {

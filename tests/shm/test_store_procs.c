@@ -415,6 +415,41 @@ Test(store_procs, killed_while_writing_a_value, .timeout = 20)
 	store_destroy(s);
 }
 
+/* Pins left for later are pins: a dead holder's go with its reap. */
+Test(store_procs, killed_with_unpins_left_for_later, .timeout = 20)
+{
+	struct store *s = mk(4 << 20, 1, 8192, 4);
+	static char big[8192];
+	struct handshake h;
+	uint64_t before, after, longest;
+	pid_t pid;
+
+	cr_assert_eq(store_attach(s, 0), 0);
+	store_test_pool(s, &before, &longest);
+	cr_assert_eq(store_set(s, "a", 1, big, sizeof(big), 0, 0), STORE_OK);
+	handshake_init(&h);
+	if ((pid = fork_child()) == 0) {
+		struct store_ref ref;
+
+		if (store_attach(s, 1) == -1 ||
+		    store_get(s, "a", 1, &ref) != STORE_HIT ||
+		    !store_release_later(s, &ref))
+			_exit(3);
+		pause_here(&h);
+	}
+	handshake_wait(&h);
+	kill_wait(pid);
+	cr_assert_eq(store_delete(s, "a", 1), STORE_OK);
+	store_test_pool(s, &after, &longest);
+	cr_assert_lt(after, before, "the dead child's pin holds until reaped");
+	store_reap_slot(s, 1);
+	store_test_pool(s, &after, &longest);
+	cr_assert_eq(after, before, "free pages %lu, were %lu",
+	    (unsigned long)after, (unsigned long)before);
+	cr_assert_eq(store_test_check(s, NULL, 0), 0);
+	store_destroy(s);
+}
+
 /* ---- killed inside the pool lock, or while evicting ---- */
 
 /* Stops where the hook runs, the first time, until the parent says go. */
