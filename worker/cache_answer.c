@@ -5,6 +5,7 @@
  * and the gzip copy for clients that take it.  The body goes out pinned in
  * the store, without a copy.
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "master/config.h"
@@ -58,12 +59,14 @@ not_modified(const struct cache_req *cr, const struct cache_obj *co,
  * The fields a 304 from the cache repeats (RFC 9110 15.4.5): those that
  * guide cache updates, never representation metadata such as
  * Content-Encoding, which would relabel the copy the client holds.
+ * Copied to dst (len bytes of room); returns their length.
  */
-static void
-lines_304(struct conn *c, const char *p, size_t len)
+static size_t
+lines_304(char *dst, const char *p, size_t len)
 {
 	const char *end = p + len, *nl, *colon;
 	struct span name;
+	size_t n = 0;
 
 	for (; p < end; p = nl) {
 		nl = memchr(p, '\n', (size_t)(end - p));
@@ -72,9 +75,12 @@ lines_304(struct conn *c, const char *p, size_t len)
 			continue;
 		name.p = p;
 		name.len = (size_t)(colon - p);
-		if (http_field_flags(name) & HF_304_KEEP)
-			resp_header(c, p, (size_t)(nl - p));
+		if (http_field_flags(name) & HF_304_KEEP) {
+			memcpy(dst + n, p, (size_t)(nl - p));
+			n += (size_t)(nl - p);
+		}
 	}
+	return n;
 }
 
 static void
@@ -142,59 +148,76 @@ answer_range(struct cache_req *cr, const struct cache_obj *co,
 }
 
 /*
- * The status line, Server and the stored Date: when the origin made the
- * response (RFC 9110 6.6.1), not the time of this answer.  The last head
- * built is kept, as the hits of one object repeat it.
+ * The head of a hit but Age and X-Cache, kept per stored value and status
+ * as the hits of one value repeat it: the status line, Server, the stored
+ * Date (when the origin made the response, RFC 9110 6.6.1, not the time
+ * of this answer), the stored lines, then Content-Length.  A value is
+ * named by its cas, which no other value of the store ever had: a refresh
+ * by a 304 (cache_store.c) stores a new value, with its own cas.
  */
-#define HEAD_PART	64		/* longest reason and Server line kept */
+#define KEPT_HEADS	16
 
-static void
-status_line(struct conn *c, int status, const struct cache_obj *co)
+struct kept_head {
+	uint64_t cas;			/* 0: empty (a cas is never 0) */
+	int status;
+	const char *server;
+	char *buf;
+	size_t size;
+	size_t len;			/* the head up to Age */
+	size_t tail;			/* Content-Length, after it */
+};
+
+static struct kept_head kept[KEPT_HEADS];
+
+static struct kept_head *
+kept_head(int status, const struct cache_obj *co, uint64_t cas,
+    const char *lines)
 {
-	static struct {
-		int status;
-		int64_t date;
-		const char *server;
-		size_t len;
-		char head[13 + HEAD_PART + 2 + HEAD_PART + 6 +
-		    HTTP_DATE_LEN + 2];
-	} last;
+	struct kept_head *k = &kept[cas % KEPT_HEADS];
 	const char *r;
+	size_t n, want;
 	char *p;
-	size_t n;
 
-	if (status != last.status || co->date != last.date ||
-	    worker.server_line != last.server) {
-		r = http_reason(status);
-		n = strlen(r);
-		last.status = 0;
-		if (n > HEAD_PART || worker.server_line_len > HEAD_PART) {
-			/* Not kept (no reason phrase nor Server line is
-			 * that long): in pieces. */
-			resp_status_reason(c, status, r, n);
-			resp_header(c, worker.server_line,
-			    worker.server_line_len);
-			p = last.head;
-			memcpy(p, "Date: ", 6);
-			http_date_format((time_t)co->date, p + 6);
-			memcpy(p + 6 + HTTP_DATE_LEN, "\r\n", 2);
-			resp_header(c, p, 6 + HTTP_DATE_LEN + 2);
-			return;
-		}
-		p = last.head;
-		p += resp_status_line(p, status, r, n);
-		memcpy(p, worker.server_line, worker.server_line_len);
-		p += worker.server_line_len;
-		memcpy(p, "Date: ", 6);
-		http_date_format((time_t)co->date, p + 6);
-		p += 6 + HTTP_DATE_LEN;
-		memcpy(p, "\r\n", 2);
-		last.len = (size_t)(p + 2 - last.head);
-		last.status = status;
-		last.date = co->date;
-		last.server = worker.server_line;
+	if (k->cas == cas && k->status == status &&
+	    k->server == worker.server_line)
+		return k;
+	r = http_reason(status);
+	n = strlen(r);
+	want = 13 + n + 2 + worker.server_line_len + 6 + HTTP_DATE_LEN + 2 +
+	    co->hlen + 16 + 20 + 2;
+	if (want > k->size) {
+		if ((p = realloc(k->buf, want)) == NULL)
+			return NULL;
+		k->buf = p;
+		k->size = want;
 	}
-	resp_head(c, status, last.head, last.len);
+	p = k->buf;
+	p += resp_status_line(p, status, r, n);
+	memcpy(p, worker.server_line, worker.server_line_len);
+	p += worker.server_line_len;
+	memcpy(p, "Date: ", 6);
+	http_date_format((time_t)co->date, p + 6);
+	p += 6 + HTTP_DATE_LEN;
+	memcpy(p, "\r\n", 2);
+	p += 2;
+	if (status == 304 && co->status != 304) {
+		p += lines_304(p, lines, co->hlen);
+	} else {
+		memcpy(p, lines, co->hlen);
+		p += co->hlen;
+	}
+	k->len = (size_t)(p - k->buf);
+	if (status != 304 && status != 204) {
+		memcpy(p, "Content-Length: ", 16);
+		p += 16 + http_u64(p + 16, co->blen);
+		memcpy(p, "\r\n", 2);
+		p += 2;
+	}
+	k->tail = (size_t)(p - k->buf) - k->len;
+	k->cas = cas;
+	k->status = status;
+	k->server = worker.server_line;
+	return k;
 }
 
 /* Answers from a pinned object, whose pin it takes over. */
@@ -209,6 +232,7 @@ send_obj(struct cache_req *cr, struct store_ref *ref,
 	struct cp_fresh f;
 	bool body, ranged;
 	struct hit_body b = { NULL, (const char *)ref->data + off, off };
+	struct kept_head *k;
 	char extra[64];
 	size_t elen;
 	int status = co->status;
@@ -232,13 +256,12 @@ send_obj(struct cache_req *cr, struct store_ref *ref,
 		b.pin = pin_take(ref);
 	ranged = body && answer_range(cr, co, etag, lines, &b, extra, elen);
 	if (!ranged) {
-		status_line(c, status, co);
-		if (status == 304 && co->status != 304)
-			lines_304(c, lines, co->hlen);
+		/* Age is this answer's (RFC 9111 5.1): never kept. */
+		if ((k = kept_head(status, co, ref->cas, lines)) != NULL)
+			resp_head_whole(c, status, k->buf, k->len, extra, elen,
+			    k->buf + k->len, k->tail);
 		else
-			resp_header(c, lines, co->hlen);
-		resp_header(c, extra, elen);
-		resp_end_headers(c, body ? (int64_t)co->blen : -1);
+			resp_fail(c);
 		body = body && !resp_is_head(c) && co->blen > 0;
 		if (body)
 			hit_part(c, &b, 0, co->blen);

@@ -153,23 +153,73 @@ add_headers(struct conn *c)
 			obuf_add(c, h->line, h->len);
 }
 
-void
-resp_end_headers(struct conn *c, int64_t len)
+/* The end of a head: Connection when it must be said, and the empty line. */
+static const char *
+end_lines(struct conn *c, size_t *len)
 {
 	static const char ka10[] = "Connection: keep-alive\r\n\r\n";
 	static const char close[] = "Connection: close\r\n\r\n";
 
+	if (!c->keepalive) {
+		c->close_after = true;
+		*len = sizeof(close) - 1;
+		return close;
+	}
+	if (c->rq->req.version == 10) {
+		*len = sizeof(ka10) - 1;
+		return ka10;
+	}
+	*len = 2;
+	return "\r\n";
+}
+
+void
+resp_end_headers(struct conn *c, int64_t len)
+{
+	const char *end;
+	size_t n;
+
 	add_headers(c);
 	if (len >= 0)
 		resp_header_u64(c, "Content-Length: ", 16, (uint64_t)len);
-	if (!c->keepalive) {
-		c->close_after = true;
-		obuf_add(c, close, sizeof(close) - 1);
-	} else if (c->rq->req.version == 10) {
-		obuf_add(c, ka10, sizeof(ka10) - 1);
-	} else {
-		obuf_add(c, "\r\n", 2);
+	end = end_lines(c, &n);
+	obuf_add(c, end, n);
+}
+
+void
+resp_head_whole(struct conn *c, int status, const char *head, size_t hlen,
+    const char *mid, size_t mlen, const char *tail, size_t tlen)
+{
+	const char *end;
+	size_t n;
+	char *p;
+
+	c->resp_status = status;
+	if (c->loc != NULL && c->loc->nheaders != 0) {
+		obuf_add(c, head, hlen);
+		obuf_add(c, mid, mlen);
+		add_headers(c);
+		obuf_add(c, tail, tlen);
+		end = end_lines(c, &n);
+		obuf_add(c, end, n);
+		return;
 	}
+	end = end_lines(c, &n);
+	if ((p = obuf_reserve(c, hlen + mlen + tlen + n)) == NULL) {
+		c->broken = true;
+		return;
+	}
+	memcpy(p, head, hlen);
+	memcpy(p + hlen, mid, mlen);
+	memcpy(p + hlen + mlen, tail, tlen);
+	memcpy(p + hlen + mlen + tlen, end, n);
+	obuf_commit(c, hlen + mlen + tlen + n);
+}
+
+void
+resp_fail(struct conn *c)
+{
+	c->broken = true;
 }
 
 /* Builds k's response as it is for this second. */

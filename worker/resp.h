@@ -52,6 +52,18 @@ void resp_headerf(struct conn *c, const char *fmt, ...)
  */
 void resp_end_headers(struct conn *c, int64_t len);
 
+/*
+ * A whole head from ready-made parts, in one copy: head (the status line
+ * and fields), mid, then the add_header lines, tail (Content-Length, say)
+ * and the end that resp_end_headers() writes.
+ */
+void resp_head_whole(struct conn *c, int status, const char *head,
+    size_t hlen, const char *mid, size_t mlen, const char *tail,
+    size_t tlen);
+
+/* No memory to build the response: the connection is closed. */
+void resp_fail(struct conn *c);
+
 /* Queues body bytes; they must stay valid until ref is released. */
 void resp_body_mem(struct conn *c, const void *p, size_t len,
     struct fentry *ref);

@@ -175,6 +175,32 @@ class UpdateTest(CacheRfcCase):
         self.assertEqual(r.header('Test-Header'), 'new')
 
 
+    def test_a_hit_after_a_304_refresh_has_the_new_header(self):
+        # A hit's head is kept per stored value (worker/cache_answer.c):
+        # after the refresh, hits show the new fields, not the kept head.
+        o = self.origin()
+
+        def fn(method, h):
+            if o.count('/k') == 1:
+                return 200, [(CC, 'max-age=3600'), ('ETag', '"e"'),
+                             ('Test-Header', 'old')], b'body'
+            return 304, [(CC, 'max-age=3600'), ('ETag', '"e"'),
+                         ('Test-Header', 'new')], b''
+        o.script('/k', fn=fn)
+        c = self.start_cache(o)
+        self.assertEqual(c.get('/k').header('Test-Header'), 'old')
+        r = c.get('/k')
+        self.assertEqual((r.header('X-Cache'), r.header('Test-Header')),
+                         ('HIT', 'old'))
+        # The client's no-cache has the stored response revalidated.
+        r = c.get('/k', headers=[(CC, 'no-cache')])
+        self.assertEqual((r.status, r.body, r.header('Test-Header')),
+                         (200, b'body', 'new'))
+        r = c.get('/k')
+        self.assertEqual((r.header('X-Cache'), r.header('Test-Header'),
+                          r.body), ('HIT', 'new', b'body'))
+        self.assertEqual(o.count('/k'), 2)
+
 class InvalidationTest(CacheRfcCase):
 
     def test_unknown_unsafe_method_invalidates(self):
