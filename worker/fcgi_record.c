@@ -424,6 +424,83 @@ fcgi_parse_unread(struct fcgi_parser *p, size_t n)
 	p->state = P_CONTENT;
 }
 
+/* The look-ahead from any state: a copy of the parser runs on. */
+static bool
+ahead_parse(const struct fcgi_parser *p, const char *buf, size_t len,
+    uint64_t *out)
+{
+	struct fcgi_parser copy = *p;
+	struct span data;
+	size_t pos = 0, used;
+	int rc;
+
+	*out = 0;
+	for (;;) {
+		rc = fcgi_parse(&copy, buf + pos, len - pos, &used, &data);
+		pos += used;
+		if (rc == FCGI_R_STDOUT)
+			*out += data.len;
+		else if (rc == FCGI_R_END)
+			return true;
+		else if (rc != FCGI_R_STDERR)
+			return false;	/* more to come, or an error */
+	}
+}
+
+/*
+ * Within a record's content or between records (where a response's head
+ * ends) it walks the record headers, with the parser's checks; from
+ * anywhere else, a copy of the parser runs on.
+ */
+bool
+fcgi_parse_ahead(const struct fcgi_parser *p, const char *buf, size_t len,
+    uint64_t *out)
+{
+	const uint8_t *h;
+	bool out_closed = p->stdout_closed, err_closed = p->stderr_closed;
+	size_t pos, clen;
+
+	*out = 0;
+	if (p->state == P_CONTENT) {
+		if (p->type == FCGI_STDOUT)
+			*out = p->left;
+		pos = (size_t)p->left + p->pad;
+	} else if (p->state == P_HEADER && p->have == 0) {
+		pos = 0;
+	} else {
+		return ahead_parse(p, buf, len, out);
+	}
+	while (pos <= len && len - pos >= FCGI_HEADER_LEN) {
+		h = (const uint8_t *)buf + pos;
+		if (h[0] != FCGI_VERSION_1 ||
+		    ((unsigned)h[2] << 8 | h[3]) != p->id)
+			return false;
+		clen = (size_t)h[4] << 8 | h[5];
+		pos += FCGI_HEADER_LEN;
+		switch (h[1]) {
+		case FCGI_STDOUT:
+			if (out_closed)
+				return false;
+			out_closed = clen == 0;
+			*out += clen;
+			break;
+		case FCGI_STDERR:
+			if (err_closed)
+				return false;
+			err_closed = clen == 0;
+			break;
+		case FCGI_END_REQUEST:
+			/* Whole with its padding, and complete. */
+			return clen == FCGI_END_BODY_LEN &&
+			    len - pos >= clen + h[6] && buf[pos + 4] == 0;
+		default:
+			return false;
+		}
+		pos += clen + h[6];
+	}
+	return false;
+}
+
 bool
 fcgi_parse_done(const struct fcgi_parser *p)
 {

@@ -228,6 +228,15 @@ int fcgi_parse(struct fcgi_parser *p, const char *buf, size_t len,
  */
 void fcgi_parse_unread(struct fcgi_parser *p, size_t n);
 
+/*
+ * Looks ahead at buf, the input that follows what was consumed, without
+ * consuming it: true when the parse goes on to END_REQUEST inside buf
+ * without an error, with *out the STDOUT bytes it returns on the way.
+ * Says whether a response is all in hand.
+ */
+bool fcgi_parse_ahead(const struct fcgi_parser *p, const char *buf,
+    size_t len, uint64_t *out);
+
 /* True when the connection may end here: END_REQUEST was read. */
 bool fcgi_parse_done(const struct fcgi_parser *p);
 

@@ -182,6 +182,7 @@ fcgi_response_head(struct upstream_conn *uc, void *vctx, char *buf,
 	const struct config *cf = worker.cf;
 	struct span data;
 	size_t pos = 0, used, before;
+	uint64_t whole;
 	ssize_t n;
 	int rc;
 
@@ -226,6 +227,15 @@ fcgi_response_head(struct upstream_conn *uc, void *vctx, char *buf,
 		used = data.len - ((size_t)n - before);
 		fcgi_parse_unread(&ctx->p, used);
 		*consumed = pos - used;
+		/* END_REQUEST came with the head: the body's length is
+		 * known, so the client gets a Content-Length, not chunks
+		 * (and an HTTP/1.0 client keeps its connection). */
+		if (r->framing == HTTP_BODY_UNTIL_CLOSE &&
+		    fcgi_parse_ahead(&ctx->p, buf + *consumed,
+		    len - *consumed, &whole)) {
+			r->framing = HTTP_BODY_LENGTH;
+			r->content_length = (int64_t)whole;
+		}
 		return HTTP_OK;
 	}
 	*consumed = pos;

@@ -34,6 +34,9 @@ run(const char *s, size_t n, struct fuzz_split *split, struct result *r)
 	struct span data;
 	size_t pos = 0, avail, used;
 	char *buf;
+	uint64_t ahead;
+	size_t outlen;
+	bool whole, was_end;
 	int rc = FCGI_R_AGAIN;
 
 	memset(r, 0, sizeof(*r));
@@ -45,6 +48,10 @@ run(const char *s, size_t n, struct fuzz_split *split, struct result *r)
 		avail = split != NULL ? fuzz_split_next(split, n - pos) :
 		    n - pos;
 		buf = fuzz_dup(s + pos, avail);
+		/* What the look-ahead says of this piece, the parse does. */
+		whole = fcgi_parse_ahead(&p, buf, avail, &ahead);
+		outlen = r->outlen;
+		was_end = r->end;
 		while (avail > 0) {
 			rc = fcgi_parse(&p, buf, avail, &used, &data);
 			FUZZ_CHECK(used <= avail);
@@ -73,6 +80,9 @@ run(const char *s, size_t n, struct fuzz_split *split, struct result *r)
 			avail -= used;
 			pos += used;
 		}
+		FUZZ_CHECK(whole == (!was_end && r->end));
+		if (whole)
+			FUZZ_CHECK(r->outlen - outlen == ahead);
 		free(buf);
 	}
 	FUZZ_CHECK(r->outlen + r->errlen <= n);

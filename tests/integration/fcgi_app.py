@@ -26,6 +26,8 @@ What it answers depends on SCRIPT_NAME (the path corral asks for):
   /no-head-end   STDOUT that never ends its header block, then END
   /huge-head     a header block larger than any limit
   /stderr        two STDERR lines, then a good response
+  /stderr-body   a good response ("one two\n") with a STDERR line
+                 between its body's records, all in one write
 
 It answers with the request id the request came with, as php-fpm does,
 and counts requests per SCRIPT_NAME (app.count(path)) and connections.
@@ -87,6 +89,9 @@ def answer(script, rid=1):
         '/stderr': (r(STDERR, b'first problem\nsecond problem\n') +
                     r(STDOUT, HEAD + b'fine\n') + r(STDERR) +
                     r(STDOUT) + e(), False),
+        '/stderr-body': (r(STDOUT, HEAD + b'one ') +
+                         r(STDERR, b'in the middle\n') +
+                         r(STDOUT, b'two\n') + r(STDOUT) + e(), False),
     }
     return table.get(script, (r(STDOUT, b'Status: 404\r\n\r\n') + e(),
                               False))

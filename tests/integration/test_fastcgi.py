@@ -3,8 +3,9 @@ PHP through php-fpm as users of nginx's fastcgi_pass expect it: GET and
 POST (a form, a 5 MB upload streamed), $_SERVER as nginx's fastcgi_params
 would fill it, status and headers set by PHP, PATH_INFO, a missing
 script and the evil.jpg/x.php hole, php-fpm stopped or slow, connections
-reused (counted by php-fpm's children), STDERR in the error log, and a
-cached page.  php-fpm is Debian's, started by each test with its own pool
+reused (counted by php-fpm's children), STDERR in the error log, a
+cached page, and a small answer sized (Content-Length) where a large or
+flushed one streams chunked.  php-fpm is Debian's, started by each test with its own pool
 (tests/integration/phpfpm.py).
 """
 import hashlib
@@ -130,8 +131,10 @@ class BasicsTest(FastCGITestCase):
                 r = c.get('/hello.php?name=corral')
                 self.assertEqual(r.status, 200)
                 self.assertEqual(r.body, b'hello corral\n')
-                # PHP says no length: the body goes chunked.
-                self.assertEqual(r.header('Transfer-Encoding'), 'chunked')
+                # PHP says no length, but the answer came whole with
+                # its head (FramingTest): sized, not chunked.
+                self.assertEqual(r.header('Content-Length'), '13')
+                self.assertIsNone(r.header('Transfer-Encoding'))
                 self.assertEqual(r.header('Content-Type'),
                                  'text/html; charset=UTF-8')
                 self.assertTrue(r.header('X-Powered-By', '').
@@ -488,6 +491,100 @@ class StatusAndHeadersTest(FastCGITestCase):
         r = c.get('/s.php?do=cookies')
         self.assertEqual(r.headers.get_all('Set-Cookie'), ['a=1', 'b=2'])
         self.assertNotIn('Status', r.headers)
+
+
+# Says "first", sends it (flush), and says "second" only once the test
+# has created the file "go" beside it (or after 20 s: "timed out").
+FLUSH_PHP = r'''<?php
+header('Content-Type: text/plain');
+echo "first\n";
+while (ob_get_level() > 0)
+    ob_end_flush();
+flush();
+$go = __DIR__ . '/go';
+$deadline = microtime(true) + 20;
+while (!file_exists($go) && microtime(true) < $deadline) {
+    usleep(5000);
+    clearstatcache();
+}
+echo file_exists($go) ? "second\n" : "timed out\n";
+'''
+
+BIG_PHP = '<?php echo str_repeat("0123456789abcdef", 65536);\n'
+
+
+class FramingTest(FastCGITestCase):
+    """An answer that php-fpm ended (END_REQUEST) in the read that
+    brought its head goes to the client with a Content-Length, as a
+    static file would: HTTP/1.0 keep-alive clients keep their
+    connection.  One still running, or too large for one read, streams
+    chunked."""
+
+    def assertSized(self, r, body):
+        self.assertEqual(r.status, 200, r)
+        self.assertEqual(r.body, body)
+        self.assertEqual(r.header('Content-Length'), str(len(body)), r)
+        self.assertIsNone(r.header('Transfer-Encoding'), r)
+
+    def test_small_answer_has_content_length(self):
+        c, _ = self.start_php()
+        c.write('hello.php', HELLO_PHP)
+        c.write('s.php', STATUS_PHP)
+        self.assertSized(c.get('/hello.php'), b'hello world\n')
+        # A redirect without a body: Content-Length: 0, no empty chunk.
+        r = c.get('/s.php?do=redirect')
+        self.assertEqual(r.status, 302, r)
+        self.assertEqual(r.header('Content-Length'), '0', r)
+        self.assertIsNone(r.header('Transfer-Encoding'), r)
+
+    def test_http10_keepalive_client_keeps_its_connection(self):
+        c, _ = self.start_php()
+        c.write('hello.php', HELLO_PHP)
+        with Conn(c.port) as conn:
+            for name in ('a', 'b', 'c'):
+                conn.send(build_request('/hello.php?name=' + name,
+                                        version='HTTP/1.0',
+                                        headers=['Connection: keep-alive']))
+                r = conn.read_response()
+                self.assertSized(r, b'hello %s\n' % name.encode())
+                self.assertEqual(r.header('Connection'), 'keep-alive', r)
+            self.assertTrue(conn.is_open())
+
+    def test_stderr_between_body_records_is_not_counted(self):
+        app = FcgiApp().start()
+        self.addCleanup(app.stop)
+        c, _ = self.start_php(_AppFpm(app), locations={'/': {
+            'fastcgi_script_check': 'off'}})
+        mark = c.log_mark()
+        self.assertSized(c.get('/stderr-body'), b'one two\n')
+        c.wait_log(r'\[warn\].*stderr: in the middle', mark=mark)
+
+    def test_large_answer_streams_chunked(self):
+        # 1 MiB cannot come in one read (32 KiB): its end is not in hand
+        # when the head goes out.
+        c, _ = self.start_php()
+        c.write('big.php', BIG_PHP)
+        r = c.get('/big.php')
+        self.assertEqual(r.status, 200, r)
+        self.assertEqual(r.body, b'0123456789abcdef' * 65536)
+        self.assertEqual(r.header('Transfer-Encoding'), 'chunked', r)
+        self.assertIsNone(r.header('Content-Length'), r)
+
+    def test_flushed_answer_streams_before_the_script_ends(self):
+        c, _ = self.start_php()
+        c.write('flush.php', FLUSH_PHP)
+        with Conn(c.port) as conn:
+            conn.send(build_request('/flush.php'))
+            deadline = time.monotonic() + 10
+            while b'first\n' not in conn.buf:
+                self.assertTrue(conn._fill(deadline, 'the first part'),
+                                'closed: %r' % bytes(conn.buf))
+            head = bytes(conn.buf[:conn.buf.index(b'\r\n\r\n')]).lower()
+            self.assertIn(b'\r\ntransfer-encoding: chunked', head)
+            self.assertNotIn(b'\r\ncontent-length:', head)
+            c.write('go', '')
+            r = conn.read_response()
+        self.assertEqual(r.body, b'first\nsecond\n')
 
 
 class ScriptTest(FastCGITestCase):
