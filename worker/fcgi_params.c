@@ -1,9 +1,12 @@
 /*
  * The CGI/1.1 parameters of a FastCGI request.  See fcgi_params.h.
  *
- * The list is written once into the room the request buffer has; a list
- * larger than that is counted by the same calls and written again into
- * room of its size, so nothing is allocated per request.
+ * The list is written straight into the request buffer's room, as one
+ * record whose header is written once its length is known: a default's
+ * name is a constant, copied inline.  A list that does not fit there
+ * (or in one record) is written again by the general writer
+ * (worker/fcgi_record.h), counted first, into room of its size, so
+ * nothing is allocated per request.
  */
 #include <limits.h>
 
@@ -50,8 +53,8 @@ static const struct span names[] = {
 };
 
 #define PREP_MAX	(64 * 1024)	/* expanded values of one request */
-#define PARAMS_ROOM	2048		/* the list's room before it is
-					   counted: most fit */
+#define PARAMS_ROOM	2048		/* the room the list is first
+					   written in: most fit */
 
 /*
  * What the request's route says, taken when the handler starts: the
@@ -89,11 +92,25 @@ struct values {
 static struct span *pieces;
 static size_t npieces;
 
+/*
+ * Where the pairs go: straight to d (up to end) when w is NULL, else to
+ * the general writer.  d becomes NULL when a pair does not fit: the list
+ * is written again through w.
+ */
+struct emit {
+	char *d, *end;
+	struct fcgi_params *w;
+	bool ok;			/* no length over FCGI_PAIR_MAX, no
+					   memory short */
+};
+
 static struct span
 str(const char *s)
 {
 	return (struct span){ s, strlen(s) };
 }
+
+#define LIT(s)	((struct span){ s, sizeof(s) - 1 })
 
 static bool
 is_script_filename(const struct config_fcgi_param *p)
@@ -121,18 +138,26 @@ defaults(const struct upstream_request *rq, struct values *v)
 	const struct config_server *s = conn_server(rq->c);
 	const struct fcgi_prep *fp = rq->fcgi;
 	struct span (*x)[2] = v->v;
+	struct span root = str(fp->root);
+	bool tls = conn_tls(rq->c);
 	unsigned port;
+	size_t i;
 
-	memset(x, 0, sizeof(v->v));
-	x[P_SCRIPT_FILENAME][0] = str(fp->root);
+	for (i = 0; i < P_COUNT; i++)
+		x[i][1] = (struct span){ NULL, 0 };
+	x[P_SCRIPT_FILENAME][0] = root;
 	x[P_SCRIPT_FILENAME][1] = (struct span){ fp->script, fp->slen };
 	x[P_QUERY_STRING][0] = (struct span){ fp->buf ? fp->buf : "",
 	    fp->args_len };
 	/* GET for a HEAD that fills the cache, as for HTTP. */
 	x[P_REQUEST_METHOD][0] = rq->method;
-	x[P_CONTENT_TYPE][0] = http_header_get(r, "Content-Type");
-	if (x[P_CONTENT_TYPE][0].p == NULL)
-		x[P_CONTENT_TYPE][0] = str("");
+	x[P_CONTENT_TYPE][0] = LIT("");
+	for (i = 0; i < r->nheaders; i++)
+		if (r->headers[i].name.len == 12 &&
+		    http_ieq(r->headers[i].name.p, "content-type", 12)) {
+			x[P_CONTENT_TYPE][0] = r->headers[i].value;
+			break;
+		}
 	x[P_CONTENT_LENGTH][0] = (struct span){ v->cl,
 	    r->content_length >= 0 ?
 	    http_u64(v->cl, (uint64_t)r->content_length) : 0 };
@@ -140,12 +165,12 @@ defaults(const struct upstream_request *rq, struct values *v)
 	x[P_PATH_INFO][0] = (struct span){ fp->pinfo, fp->pilen };
 	x[P_REQUEST_URI][0] = r->target;
 	x[P_DOCUMENT_URI][0] = (struct span){ fp->uri, fp->urilen };
-	x[P_DOCUMENT_ROOT][0] = str(fp->root);
-	x[P_SERVER_PROTOCOL][0] = str(r->version == 10 ? "HTTP/1.0" :
-	    "HTTP/1.1");
-	x[P_REQUEST_SCHEME][0] = str(conn_tls(rq->c) ? "https" : "http");
-	x[P_GATEWAY_INTERFACE][0] = str("CGI/1.1");
-	x[P_SERVER_SOFTWARE][0] = str(SOFTWARE);
+	x[P_DOCUMENT_ROOT][0] = root;
+	x[P_SERVER_PROTOCOL][0] = r->version == 10 ? LIT("HTTP/1.0") :
+	    LIT("HTTP/1.1");
+	x[P_REQUEST_SCHEME][0] = tls ? LIT("https") : LIT("http");
+	x[P_GATEWAY_INTERFACE][0] = LIT("CGI/1.1");
+	x[P_SERVER_SOFTWARE][0] = LIT(SOFTWARE);
 	x[P_REMOTE_ADDR][0] = str(conn_peer(rq->c));
 	x[P_REMOTE_PORT][0] = (struct span){ v->rport,
 	    http_u64(v->rport, conn_peer_port(rq->c)) };
@@ -156,10 +181,10 @@ defaults(const struct upstream_request *rq, struct values *v)
 	x[P_SERVER_ADDR][0] = str(v->saddr);
 	x[P_SERVER_PORT][0] = (struct span){ v->sport,
 	    http_u64(v->sport, port) };
-	x[P_SERVER_NAME][0] = str(s->nnames > 0 ? s->names[0] : "");
-	x[P_REDIRECT_STATUS][0] = str("200");
+	x[P_SERVER_NAME][0] = s->nnames > 0 ? str(s->names[0]) : LIT("");
+	x[P_REDIRECT_STATUS][0] = LIT("200");
 	/* nginx: fastcgi_param HTTPS $https if_not_empty. */
-	x[P_HTTPS][0] = str(conn_tls(rq->c) ? "on" : "");
+	x[P_HTTPS][0] = tls ? LIT("on") : LIT("");
 }
 
 static bool
@@ -191,36 +216,129 @@ passes(const struct upstream_request *rq, size_t i)
 			return false;
 	if (f->nparams > 0 && h->name.len + 5 < sizeof(cgi)) {
 		memcpy(cgi, "HTTP_", 5);
-		for (j = 0; j < h->name.len; j++)
-			cgi[5 + j] = h->name.p[j] == '-' ? '_' :
-			    (char)(h->name.p[j] >= 'a' && h->name.p[j] <= 'z' ?
-			    h->name.p[j] - 32 : h->name.p[j]);
+		fcgi_cgi_name(cgi + 5, h->name.p, h->name.len);
 		if (overridden(f, cgi, 5 + h->name.len))
 			return false;
 	}
 	return true;
 }
 
-/* Field i and the later ones of its name, joined; false without memory. */
-static bool
-add_field(struct fcgi_params *w, const struct upstream_request *rq,
-    size_t i)
+/* Writes a pair length, in one byte below 128 and in four above. */
+static inline char *
+put_len(char *d, size_t n)
+{
+	unsigned char *u = (unsigned char *)d;
+
+	if (n < 128) {
+		u[0] = (unsigned char)n;
+		return d + 1;
+	}
+	u[0] = (unsigned char)(n >> 24 | 0x80);
+	u[1] = (unsigned char)(n >> 16);
+	u[2] = (unsigned char)(n >> 8);
+	u[3] = (unsigned char)n;
+	return d + 4;
+}
+
+/* One pair, its value in nv pieces. */
+static void
+emit(struct emit *e, const char *name, size_t nlen, bool http,
+    const struct span *v, size_t nv)
+{
+	size_t i, vlen = 0, flen = nlen + (http ? 5 : 0);
+	char *d = e->d;
+
+	if (e->w != NULL) {
+		if (!fcgi_params_add_any(e->w, name, nlen, http, v, nv))
+			e->ok = false;
+		return;
+	}
+	if (d == NULL)
+		return;
+	for (i = 0; i < nv; i++)
+		vlen += v[i].len;
+	/* Both lengths in four bytes at most, and no overflow. */
+	if (vlen > FCGI_MAX_CONTENT || flen > FCGI_MAX_CONTENT ||
+	    (size_t)(e->end - d) < 8 + flen + vlen) {
+		e->d = NULL;
+		return;
+	}
+	d = put_len(d, flen);
+	d = put_len(d, vlen);
+	if (http) {
+		memcpy(d, "HTTP_", 5);
+		fcgi_cgi_name(d + 5, name, nlen);
+	} else {
+		memcpy(d, name, nlen);
+	}
+	d += flen;
+	/* An empty piece may have no pointer. */
+	for (i = 0; i < nv; i++)
+		if (v[i].len > 0) {
+			memcpy(d, v[i].p, v[i].len);
+			d += v[i].len;
+		}
+	e->d = d;
+}
+
+/*
+ * A default: a constant name below 128 bytes, its value in two pieces
+ * (the second often empty).  Inline, so that the name's copy is a few
+ * moves; anything but a pair that fits goes to emit().
+ */
+static inline void
+emit_default(struct emit *e, const char *name, size_t nlen,
+    const struct span *v)
+{
+	size_t vlen = v[0].len + v[1].len;
+	char *d = e->d;
+
+	if (e->w != NULL || d == NULL || vlen > FCGI_MAX_CONTENT ||
+	    (size_t)(e->end - d) < 5 + nlen + vlen) {
+		emit(e, name, nlen, false, v, 2);
+		return;
+	}
+	*d++ = (char)nlen;
+	d = put_len(d, vlen);
+	memcpy(d, name, nlen);
+	d += nlen;
+	if (v[0].len > 0)
+		memcpy(d, v[0].p, v[0].len);
+	d += v[0].len;
+	if (v[1].len > 0)
+		memcpy(d, v[1].p, v[1].len);
+	e->d = d + v[1].len;
+}
+
+/* Field i and the later ones of its name, joined. */
+static void
+emit_field(struct emit *e, const struct upstream_request *rq, size_t i)
 {
 	const struct http_request *r = rq->r;
 	const struct http_header *h = &r->headers[i];
-	struct span sep = http_span_ieq(h->name, "cookie") ?
-	    (struct span){ "; ", 2 } : (struct span){ ", ", 2 };
-	struct span *np;
+	struct span sep, *np;
 	size_t j, n = 0;
 
+	for (j = i + 1; j < r->nheaders; j++)
+		if (same_name(r->headers[j].name, h->name) &&
+		    rq->keep(rq, &r->headers[j]))
+			break;
+	if (j == r->nheaders) {
+		/* The usual field: one line, its value as it is. */
+		emit(e, h->name.p, h->name.len, true, &h->value, 1);
+		return;
+	}
+	sep = http_span_ieq(h->name, "cookie") ? LIT("; ") : LIT(", ");
 	for (j = i; j < r->nheaders; j++) {
 		if (j > i && !(same_name(r->headers[j].name, h->name) &&
 		    rq->keep(rq, &r->headers[j])))
 			continue;
 		if (n + 2 > npieces) {
 			np = realloc(pieces, (npieces + 16) * 2 * sizeof(*np));
-			if (np == NULL)
-				return false;
+			if (np == NULL) {
+				e->ok = false;
+				return;
+			}
 			pieces = np;
 			npieces = (npieces + 16) * 2;
 		}
@@ -228,40 +346,55 @@ add_field(struct fcgi_params *w, const struct upstream_request *rq,
 			pieces[n++] = sep;
 		pieces[n++] = r->headers[j].value;
 	}
-	return fcgi_params_add(w, h->name.p, h->name.len, true, pieces, n);
+	emit(e, h->name.p, h->name.len, true, pieces, n);
 }
 
-/* The whole list; the same calls count it and write it. */
-static bool
-write_all(struct fcgi_params *w, const struct upstream_request *rq,
+/* The defaults a fastcgi_param of the location replaces, a bit each. */
+static uint32_t
+replaced(const struct config_fastcgi *f)
+{
+	uint32_t skip = 0;
+	size_t i;
+
+	for (i = 0; i < P_COUNT; i++)
+		if (overridden(f, names[i].p, names[i].len))
+			skip |= (uint32_t)1 << i;
+	return skip;
+}
+
+/* The whole list, in order; the same calls write it either way. */
+static void
+emit_all(struct emit *e, const struct upstream_request *rq,
     const struct values *v)
 {
 	const struct config_fastcgi *f = rq->loc->fastcgi;
 	const struct http_request *r = rq->r;
 	const struct fcgi_prep *fp = rq->fcgi;
+	uint32_t skip = f->nparams > 0 ? replaced(f) : 0;
 	struct span val;
 	size_t i;
-	bool ok = true;
 
-	for (i = 0; ok && i < P_COUNT; i++)
-		if (!overridden(f, names[i].p, names[i].len) &&
-		    (i != P_HTTPS || v->v[i][0].len > 0))
-			ok = fcgi_params_add(w, names[i].p, names[i].len,
-			    false, v->v[i], v->v[i][1].p != NULL ? 2 : 1);
-	for (i = 0; ok && i < f->nparams; i++) {
+	/* HTTPS only when it has a value (nginx: if_not_empty). */
+	if (v->v[P_HTTPS][0].len == 0)
+		skip |= (uint32_t)1 << P_HTTPS;
+#define X(name)								\
+	if (!(skip & (uint32_t)1 << P_##name))				\
+		emit_default(e, #name, sizeof(#name) - 1, v->v[P_##name]);
+	FCGI_DEFAULTS(X)
+#undef X
+	for (i = 0; i < f->nparams; i++) {
 		if (fp->vlen[i] == SIZE_MAX)
 			continue;
 		val = (struct span){ fp->buf + fp->off[i], fp->vlen[i] };
-		ok = fcgi_params_add(w, f->params[i].name,
-		    strlen(f->params[i].name), false, &val, 1);
+		emit(e, f->params[i].name, strlen(f->params[i].name), false,
+		    &val, 1);
 	}
-	for (i = 0; ok && i < r->nheaders; i++)
+	for (i = 0; i < r->nheaders; i++)
 		if (passes(rq, i))
-			ok = add_field(w, rq, i);
-	for (i = 0; ok && i < rq->nadd; i++)
-		ok = fcgi_params_add(w, rq->add[i].name.p,
-		    rq->add[i].name.len, true, &rq->add[i].value, 1);
-	return ok;
+			emit_field(e, rq, i);
+	for (i = 0; i < rq->nadd; i++)
+		emit(e, rq->add[i].name.p, rq->add[i].name.len, true,
+		    &rq->add[i].value, 1);
 }
 
 /* SCRIPT_NAME and PATH_INFO from $uri, as nginx's
@@ -420,32 +553,53 @@ fcgi_params_build(const struct upstream_request *rq, uint16_t id,
 {
 	struct fcgi_params w;
 	struct values v;
+	struct emit e = { .ok = true };
 	size_t n, room;
-	char *dst;
+	char *dst, *rec;
 
 	if (rq->fcgi == NULL)
 		return 500;
 	defaults(rq, &v);
 
-	/* Written once into the buffer's room; a list larger than that is
-	 * counted by the same pass, then written into room of its size. */
+	/* Straight into the buffer's room, as one record. */
 	if ((dst = upstream_buf_reserve(out, FCGI_BEGIN_LEN +
-	    PARAMS_ROOM)) == NULL)
+	    2 * FCGI_HEADER_LEN + PARAMS_ROOM)) == NULL)
 		return 502;
-	room = out->size - out->len - FCGI_BEGIN_LEN;
-	fcgi_params_init(&w, dst + FCGI_BEGIN_LEN, id);
-	w.cap = room;
-	if (!write_all(&w, rq, &v))
+	room = out->size - out->len - FCGI_BEGIN_LEN - 2 * FCGI_HEADER_LEN;
+	rec = dst + FCGI_BEGIN_LEN;
+	e.d = rec + FCGI_HEADER_LEN;
+	e.end = e.d + (room < FCGI_MAX_CONTENT ? room : FCGI_MAX_CONTENT);
+	emit_all(&e, rq, &v);
+	if (!e.ok)
 		return 500;
-	if ((n = fcgi_params_end(&w)) > room) {
-		if ((dst = upstream_buf_reserve(out, FCGI_BEGIN_LEN + n)) ==
-		    NULL)
-			return 502;
-		fcgi_params_init(&w, dst + FCGI_BEGIN_LEN, id);
-		if (!write_all(&w, rq, &v))
-			return 502;
-		fcgi_params_end(&w);
+	if (e.d != NULL) {
+		n = (size_t)(e.d - (rec + FCGI_HEADER_LEN));
+		if (n > 0) {
+			fcgi_header(rec, FCGI_PARAMS, id, n);
+			rec += FCGI_HEADER_LEN + n;
+		}
+		/* The empty record that ends the stream. */
+		fcgi_header(rec, FCGI_PARAMS, id, 0);
+		fcgi_begin_request(dst, id, keep_conn);
+		out->len += (size_t)(rec + FCGI_HEADER_LEN - dst);
+		return 0;
 	}
+
+	/* Larger: counted by the general writer, then written into room
+	 * of its size. */
+	fcgi_params_init(&w, NULL, id);
+	e.w = &w;
+	emit_all(&e, rq, &v);
+	if (!e.ok)
+		return 500;
+	n = fcgi_params_end(&w);
+	if ((dst = upstream_buf_reserve(out, FCGI_BEGIN_LEN + n)) == NULL)
+		return 502;
+	fcgi_params_init(&w, dst + FCGI_BEGIN_LEN, id);
+	emit_all(&e, rq, &v);
+	if (!e.ok)
+		return 502;
+	fcgi_params_end(&w);
 	fcgi_begin_request(dst, id, keep_conn);
 	out->len += FCGI_BEGIN_LEN + n;
 	return 0;

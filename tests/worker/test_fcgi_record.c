@@ -403,6 +403,34 @@ Test(fcgi, params_http_names)
 	cr_assert_eq(memcmp(out + 10, "HTTP_X_FORWARDED_FOR1", 21), 0);
 }
 
+/* Every byte value at every place of names of 1 to 24 bytes, as the byte
+ * rule says: the word-at-a-time copy (eight bytes on) agrees with it. */
+Test(fcgi, cgi_name_every_byte)
+{
+	char src[24], dst[32], want;
+	size_t n, at, i;
+	int b;
+
+	for (n = 1; n <= sizeof(src); n++)
+		for (at = 0; at < n; at++)
+			for (b = 0; b < 256; b++) {
+				for (i = 0; i < n; i++)
+					src[i] = "aZ-_9.~zA`{@["[(i * 5 + n) % 13];
+				src[at] = (char)b;
+				memset(dst, '#', sizeof(dst));
+				fcgi_cgi_name(dst, src, n);
+				for (i = 0; i < n; i++) {
+					want = src[i] >= 'a' && src[i] <= 'z' ?
+					    (char)(src[i] - 32) :
+					    src[i] == '-' ? '_' : src[i];
+					cr_assert_eq(dst[i], want, "n %zu, byte "
+					    "%d at %zu: %zu is %d", n, b, at, i,
+					    dst[i]);
+				}
+				cr_assert_eq(dst[n], '#', "wrote past %zu", n);
+			}
+}
+
 Test(fcgi, params_length_limit)
 {
 	struct fcgi_params w;
