@@ -100,16 +100,45 @@ http_token_len(struct span s)
 	return i;
 }
 
+/* Counted first, then written from the end two digits at a time: no
+ * copy (a port, a length: a few per request). */
 size_t
 http_u64(char *dst, uint64_t v)
 {
-	char tmp[20], *p = tmp + sizeof(tmp);
+	static const char two[200] =
+	    "0001020304050607080910111213141516171819"
+	    "2021222324252627282930313233343536373839"
+	    "4041424344454647484950515253545556575859"
+	    "6061626364656667686970717273747576777879"
+	    "8081828384858687888990919293949596979899";
+	static const uint64_t pow10[19] = {
+		10ULL, 100ULL, 1000ULL, 10000ULL, 100000ULL, 1000000ULL,
+		10000000ULL, 100000000ULL, 1000000000ULL, 10000000000ULL,
+		100000000000ULL, 1000000000000ULL, 10000000000000ULL,
+		100000000000000ULL, 1000000000000000ULL,
+		10000000000000000ULL, 100000000000000000ULL,
+		1000000000000000000ULL, 10000000000000000000ULL
+	};
+	size_t n = 1, i;
+	char *p;
 
-	do
-		*--p = (char)('0' + v % 10);
-	while ((v /= 10) != 0);
-	memcpy(dst, p, (size_t)(tmp + sizeof(tmp) - p));
-	return (size_t)(tmp + sizeof(tmp) - p);
+	while (n < 20 && v >= pow10[n - 1])
+		n++;
+	p = dst + n;
+	while (v >= 100) {
+		i = (size_t)(v % 100) * 2;
+		v /= 100;
+		p -= 2;
+		p[0] = two[i];
+		p[1] = two[i + 1];
+	}
+	if (v >= 10) {
+		p[-2] = two[v * 2];
+		p[-1] = two[v * 2 + 1];
+	} else {
+		p[-1] = (char)('0' + v);
+	}
+	return n;
 }
 
 size_t

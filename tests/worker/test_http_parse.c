@@ -1217,6 +1217,20 @@ Test(parse, u64)
 	char got[21], want[32];
 	size_t n;
 
+	uint64_t p = 1;
+
+	/* Each length's first and last number. */
+	for (int k = 1; k < 20; k++) {
+		p *= 10;
+		for (uint64_t v = p - 1; v <= p; v++) {
+			n = http_u64(got, v);
+			snprintf(want, sizeof(want), "%llu",
+			    (unsigned long long)v);
+			cr_expect_eq(n, strlen(want), "%s: length %zu", want,
+			    n);
+			cr_expect_eq(memcmp(got, want, n), 0, "%s", want);
+		}
+	}
 	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
 		memset(got, 'x', sizeof(got));
 		n = http_u64(got, t[i]);
