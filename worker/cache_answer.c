@@ -155,7 +155,8 @@ answer_range(struct cache_req *cr, const struct cache_obj *co,
  * named by its cas, which no other value of the store ever had: a refresh
  * by a 304 (cache_store.c) stores a new value, with its own cas.
  */
-#define KEPT_HEADS	16
+#define KEPT_BITS	6
+#define KEPT_HEADS	(1 << KEPT_BITS)
 
 struct kept_head {
 	uint64_t cas;			/* 0: empty (a cas is never 0) */
@@ -169,21 +170,40 @@ struct kept_head {
 
 static struct kept_head kept[KEPT_HEADS];
 
+/* The last Date formatted: the values of one second share it. */
+static void
+date_line(char *p, int64_t date)
+{
+	static int64_t last = -1;
+	static char line[HTTP_DATE_LEN];
+
+	if (date != last) {
+		http_date_format((time_t)date, line);
+		last = date;
+	}
+	memcpy(p, line, HTTP_DATE_LEN);
+}
+
 static struct kept_head *
 kept_head(int status, const struct cache_obj *co, uint64_t cas,
     const char *lines)
 {
-	struct kept_head *k = &kept[cas % KEPT_HEADS];
-	const char *r;
+	/* Fills take several cas each (leases too): spread them. */
+	struct kept_head *k = &kept[(cas * 0x9e3779b97f4a7c15ULL) >>
+	    (64 - KEPT_BITS)];
+	const char *sl, *r = NULL;
 	size_t n, want;
 	char *p;
 
 	if (k->cas == cas && k->status == status &&
 	    k->server == worker.server_line)
 		return k;
-	r = http_reason(status);
-	n = strlen(r);
-	want = 13 + n + 2 + worker.server_line_len + 6 + HTTP_DATE_LEN + 2 +
+	/* The ready-made status line, or one with the reason phrase. */
+	if ((sl = http_status_line(status, &n)) == NULL) {
+		r = http_reason(status);
+		n = 13 + strlen(r) + 2;
+	}
+	want = n + worker.server_line_len + 6 + HTTP_DATE_LEN + 2 +
 	    co->hlen + 16 + 20 + 2;
 	if (want > k->size) {
 		if ((p = realloc(k->buf, want)) == NULL)
@@ -192,11 +212,15 @@ kept_head(int status, const struct cache_obj *co, uint64_t cas,
 		k->size = want;
 	}
 	p = k->buf;
-	p += resp_status_line(p, status, r, n);
+	if (sl != NULL)
+		memcpy(p, sl, n);
+	else
+		resp_status_line(p, status, r, n - 15);
+	p += n;
 	memcpy(p, worker.server_line, worker.server_line_len);
 	p += worker.server_line_len;
 	memcpy(p, "Date: ", 6);
-	http_date_format((time_t)co->date, p + 6);
+	date_line(p + 6, co->date);
 	p += 6 + HTTP_DATE_LEN;
 	memcpy(p, "\r\n", 2);
 	p += 2;
