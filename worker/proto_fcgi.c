@@ -12,8 +12,10 @@
  * chunked body whole first, worker/reqbody.h); the
  * response is STDOUT records holding a CGI header block (worker/cgi.h)
  * and the body, STDERR records that go to the error log at warn, and
- * END_REQUEST.  The head is copied out of the records into memory of the
- * exchange (STDERR may split it); the body is decoded in place.  Record
+ * END_REQUEST.  A head that comes whole in its first piece of STDOUT (the
+ * usual case) is parsed where it is; one split over pieces (STDERR may
+ * split it) is copied out of the records into memory of the exchange;
+ * the body is decoded in place.  Record
  * and header errors are 502s and never stored (worker/fcgi_record.h).
  */
 #include <stdlib.h>
@@ -207,11 +209,23 @@ fcgi_response_head(struct upstream_conn *uc, void *vctx, char *buf,
 			continue;
 		}
 		before = ctx->hlen;
-		if (!head_add(ctx, data.p, data.len, why))
-			return HTTP_ERROR;
-		n = cgi_parse_response(r, ctx->head, ctx->hlen, &ctx->hscan,
-		    worker.headers, cf->max_headers, cf->max_header_size,
-		    ctx->no_body);
+		if (before == 0) {
+			/* The usual head, whole in its first piece: parsed
+			 * where it is (the driver keeps it in place through
+			 * the head's callback), copied only to wait for more. */
+			n = cgi_parse_response(r, data.p, data.len,
+			    &ctx->hscan, worker.headers, cf->max_headers,
+			    cf->max_header_size, ctx->no_body);
+			if (n == HTTP_AGAIN &&
+			    !head_add(ctx, data.p, data.len, why))
+				return HTTP_ERROR;
+		} else {
+			if (!head_add(ctx, data.p, data.len, why))
+				return HTTP_ERROR;
+			n = cgi_parse_response(r, ctx->head, ctx->hlen,
+			    &ctx->hscan, worker.headers, cf->max_headers,
+			    cf->max_header_size, ctx->no_body);
+		}
 		if (n == HTTP_ERROR) {
 			*why = r->error;
 			return HTTP_ERROR;
