@@ -81,9 +81,11 @@ struct fcgi_prep {
 
 static pcre2_match_data *md;
 
-/* Each default's value: up to two pieces (root and script name). */
+/* Each default's value; SCRIPT_FILENAME's is two pieces, the root and
+ * the script's name. */
 struct values {
-	struct span v[P_COUNT][2];
+	struct span v[P_COUNT];
+	struct span script;
 	char cl[24], rport[24], sport[24];	/* http_u64 wants 20 */
 	char saddr[INET6_ADDRSTRLEN];
 };
@@ -137,54 +139,52 @@ defaults(const struct upstream_request *rq, struct values *v)
 	const struct http_request *r = rq->r;
 	const struct config_server *s = conn_server(rq->c);
 	const struct fcgi_prep *fp = rq->fcgi;
-	struct span (*x)[2] = v->v;
+	struct span *x = v->v;
 	struct span root = str(fp->root);
 	bool tls = conn_tls(rq->c);
 	unsigned port;
 	size_t i;
 
-	for (i = 0; i < P_COUNT; i++)
-		x[i][1] = (struct span){ NULL, 0 };
-	x[P_SCRIPT_FILENAME][0] = root;
-	x[P_SCRIPT_FILENAME][1] = (struct span){ fp->script, fp->slen };
-	x[P_QUERY_STRING][0] = (struct span){ fp->buf ? fp->buf : "",
+	x[P_SCRIPT_FILENAME] = root;
+	v->script = (struct span){ fp->script, fp->slen };
+	x[P_QUERY_STRING] = (struct span){ fp->buf ? fp->buf : "",
 	    fp->args_len };
 	/* GET for a HEAD that fills the cache, as for HTTP. */
-	x[P_REQUEST_METHOD][0] = rq->method;
-	x[P_CONTENT_TYPE][0] = LIT("");
+	x[P_REQUEST_METHOD] = rq->method;
+	x[P_CONTENT_TYPE] = LIT("");
 	for (i = 0; i < r->nheaders; i++)
 		if (r->headers[i].name.len == 12 &&
 		    http_ieq(r->headers[i].name.p, "content-type", 12)) {
-			x[P_CONTENT_TYPE][0] = r->headers[i].value;
+			x[P_CONTENT_TYPE] = r->headers[i].value;
 			break;
 		}
-	x[P_CONTENT_LENGTH][0] = (struct span){ v->cl,
+	x[P_CONTENT_LENGTH] = (struct span){ v->cl,
 	    r->content_length >= 0 ?
 	    http_u64(v->cl, (uint64_t)r->content_length) : 0 };
-	x[P_SCRIPT_NAME][0] = (struct span){ fp->script, fp->slen };
-	x[P_PATH_INFO][0] = (struct span){ fp->pinfo, fp->pilen };
-	x[P_REQUEST_URI][0] = r->target;
-	x[P_DOCUMENT_URI][0] = (struct span){ fp->uri, fp->urilen };
-	x[P_DOCUMENT_ROOT][0] = root;
-	x[P_SERVER_PROTOCOL][0] = r->version == 10 ? LIT("HTTP/1.0") :
+	x[P_SCRIPT_NAME] = (struct span){ fp->script, fp->slen };
+	x[P_PATH_INFO] = (struct span){ fp->pinfo, fp->pilen };
+	x[P_REQUEST_URI] = r->target;
+	x[P_DOCUMENT_URI] = (struct span){ fp->uri, fp->urilen };
+	x[P_DOCUMENT_ROOT] = root;
+	x[P_SERVER_PROTOCOL] = r->version == 10 ? LIT("HTTP/1.0") :
 	    LIT("HTTP/1.1");
-	x[P_REQUEST_SCHEME][0] = tls ? LIT("https") : LIT("http");
-	x[P_GATEWAY_INTERFACE][0] = LIT("CGI/1.1");
-	x[P_SERVER_SOFTWARE][0] = LIT(SOFTWARE);
-	x[P_REMOTE_ADDR][0] = str(conn_peer(rq->c));
-	x[P_REMOTE_PORT][0] = (struct span){ v->rport,
+	x[P_REQUEST_SCHEME] = tls ? LIT("https") : LIT("http");
+	x[P_GATEWAY_INTERFACE] = LIT("CGI/1.1");
+	x[P_SERVER_SOFTWARE] = LIT(SOFTWARE);
+	x[P_REMOTE_ADDR] = str(conn_peer(rq->c));
+	x[P_REMOTE_PORT] = (struct span){ v->rport,
 	    http_u64(v->rport, conn_peer_port(rq->c)) };
 	if (!conn_local(rq->c, v->saddr, sizeof(v->saddr), &port)) {
 		v->saddr[0] = '\0';
 		port = 0;
 	}
-	x[P_SERVER_ADDR][0] = str(v->saddr);
-	x[P_SERVER_PORT][0] = (struct span){ v->sport,
+	x[P_SERVER_ADDR] = str(v->saddr);
+	x[P_SERVER_PORT] = (struct span){ v->sport,
 	    http_u64(v->sport, port) };
-	x[P_SERVER_NAME][0] = s->nnames > 0 ? str(s->names[0]) : LIT("");
-	x[P_REDIRECT_STATUS][0] = LIT("200");
+	x[P_SERVER_NAME] = s->nnames > 0 ? str(s->names[0]) : LIT("");
+	x[P_REDIRECT_STATUS] = LIT("200");
 	/* nginx: fastcgi_param HTTPS $https if_not_empty. */
-	x[P_HTTPS][0] = tls ? LIT("on") : LIT("");
+	x[P_HTTPS] = tls ? LIT("on") : LIT("");
 }
 
 static bool
@@ -281,33 +281,86 @@ emit(struct emit *e, const char *name, size_t nlen, bool http,
 	e->d = d;
 }
 
-/*
- * A default: a constant name below 128 bytes, its value in two pieces
- * (the second often empty).  Inline, so that the name's copy is a few
- * moves; anything but a pair that fits goes to emit().
- */
-static inline void
-emit_default(struct emit *e, const char *name, size_t nlen,
-    const struct span *v)
-{
-	size_t vlen = v[0].len + v[1].len;
-	char *d = e->d;
+/* The defaults' names, all told. */
+enum {
+#define X(name)	+ sizeof(#name) - 1
+	NAMES_LEN = 0 FCGI_DEFAULTS(X)
+#undef X
+};
 
-	if (e->w != NULL || d == NULL || vlen > FCGI_MAX_CONTENT ||
-	    (size_t)(e->end - d) < 5 + nlen + vlen) {
-		emit(e, name, nlen, false, v, 2);
-		return;
-	}
+/* The most the defaults can take: each name's length in a byte, its
+ * value's in up to four. */
+static size_t
+defaults_size(const struct values *v)
+{
+	size_t n = NAMES_LEN + 5 * P_COUNT + v->script.len, i;
+
+	for (i = 0; i < P_COUNT; i++)
+		n += v->v[i].len;
+	return n;
+}
+
+/*
+ * A default at d, which has room: a constant name below 128 bytes, its
+ * value in one piece or, with more (NULL but for SCRIPT_FILENAME), two.
+ * Inline, so that the name's copy is a few moves and a default of one
+ * piece has no code for a second.
+ */
+static inline char *
+put_default(char *d, const char *name, size_t nlen, const struct span *v,
+    const struct span *more)
+{
 	*d++ = (char)nlen;
-	d = put_len(d, vlen);
+	d = put_len(d, v->len + (more != NULL ? more->len : 0));
 	memcpy(d, name, nlen);
 	d += nlen;
-	if (v[0].len > 0)
-		memcpy(d, v[0].p, v[0].len);
-	d += v[0].len;
-	if (v[1].len > 0)
-		memcpy(d, v[1].p, v[1].len);
-	e->d = d + v[1].len;
+	if (v->len > 0)
+		memcpy(d, v->p, v->len);
+	d += v->len;
+	if (more != NULL && more->len > 0) {
+		memcpy(d, more->p, more->len);
+		d += more->len;
+	}
+	return d;
+}
+
+/*
+ * The defaults but those in skip: straight at e->d when they all fit
+ * there (no check a pair), else through the general writer, in the same
+ * order (FCGI_DEFAULTS).
+ */
+static void
+emit_defaults(struct emit *e, const struct values *v, uint32_t skip)
+{
+	struct span two[2];
+	char *d = e->d;
+	size_t i;
+
+	if (e->w != NULL) {
+		for (i = 0; i < P_COUNT; i++) {
+			if (skip & (uint32_t)1 << i)
+				continue;
+			two[0] = v->v[i];
+			two[1] = v->script;
+			emit(e, names[i].p, names[i].len, false, two,
+			    i == P_SCRIPT_FILENAME ? 2 : 1);
+		}
+		return;
+	}
+	if (d == NULL)
+		return;
+	if ((size_t)(e->end - d) < defaults_size(v)) {
+		e->d = NULL;		/* the general writer, then */
+		return;
+	}
+#define X(name)								\
+	if (!(skip & (uint32_t)1 << P_##name))				\
+		d = put_default(d, #name, sizeof(#name) - 1,		\
+		    &v->v[P_##name],					\
+		    P_##name == P_SCRIPT_FILENAME ? &v->script : NULL);
+	FCGI_DEFAULTS(X)
+#undef X
+	e->d = d;
 }
 
 /* Field i and the later ones of its name, joined. */
@@ -375,13 +428,9 @@ emit_all(struct emit *e, const struct upstream_request *rq,
 	size_t i;
 
 	/* HTTPS only when it has a value (nginx: if_not_empty). */
-	if (v->v[P_HTTPS][0].len == 0)
+	if (v->v[P_HTTPS].len == 0)
 		skip |= (uint32_t)1 << P_HTTPS;
-#define X(name)								\
-	if (!(skip & (uint32_t)1 << P_##name))				\
-		emit_default(e, #name, sizeof(#name) - 1, v->v[P_##name]);
-	FCGI_DEFAULTS(X)
-#undef X
+	emit_defaults(e, v, skip);
 	for (i = 0; i < f->nparams; i++) {
 		if (fp->vlen[i] == SIZE_MAX)
 			continue;
