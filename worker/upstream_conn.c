@@ -733,7 +733,10 @@ uc_write(struct upstream_conn *uc)
 			    uc_next(uc, NEXT_ERROR, "send", errno))
 				return;
 			if (!uc->got_bytes) {
-				uc_fail(uc, 502, false, "send: %s",
+				/* As a failed connect or read, it counts
+				 * against the peer; a pooled connection may
+				 * just have gone stale. */
+				uc_fail(uc, 502, !uc->reused, "send: %s",
 				    strerror(errno));
 				return;
 			}

@@ -7,12 +7,65 @@ corral -P (corralctl purge) dropping a URL without purge_allow.
 
 import json
 import os
+import shutil
+import socket
 import subprocess
+import tempfile
 import threading
 
 import tls_pki
-from harness import (BIN, CorralTestCase, Raw, free_port, quote, read_text,
+from harness import (BIN, CorralTestCase, Raw, build_request, free_port,
+                     quote, read_text,
                      wait_until)
+
+
+class ShutsReading:
+    """
+    A server on a unix socket that shuts the reading side of each
+    connection it takes, so that the peer's next send fails with EPIPE,
+    and then reads and drops what came before, which wakes a sender that
+    waits for room.  It never closes a connection before stop(): the
+    sender sees no end and no reset, only its send failing.
+    """
+
+    def __init__(self, path):
+        self.path = path
+        self.lock = threading.Lock()
+        self.held = []
+        self.sock = socket.socket(socket.AF_UNIX)
+        self.sock.bind(path)
+        os.chmod(path, 0o777)
+        self.sock.listen(8)
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self):
+        while True:
+            try:
+                s, _ = self.sock.accept()
+            except OSError:
+                return
+            with self.lock:
+                self.held.append(s)
+            try:
+                s.shutdown(socket.SHUT_RD)
+                while s.recv(65536):
+                    pass
+            except OSError:
+                pass
+
+    def stop(self):
+        # shutdown() wakes the thread before any descriptor is closed.
+        with self.lock:
+            socks = [self.sock] + self.held
+        for s in socks:
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        self.thread.join(10)
+        for s in socks:
+            s.close()
 
 
 class UpstreamStatus(CorralTestCase):
@@ -94,6 +147,32 @@ class UpstreamStatus(CorralTestCase):
                       % dead, text)
         self.assertIn('corral_upstream_failures_total{upstream="app",'
                       'peer="%s"} 1' % dead, text)
+
+    def test_send_failure_counts_against_the_peer(self):
+        # A request that cannot be sent on a fresh connection is the
+        # peer's failure, as a refused connect or a reset read is.  Its
+        # head is larger than the socket takes at once, so corral is
+        # still sending when the peer has shut its reading side.
+        d = tempfile.mkdtemp(prefix='corral-sock-')
+        os.chmod(d, 0o755)
+        self.addCleanup(shutil.rmtree, d, True)
+        peer = ShutsReading(os.path.join(d, 'app.sock'))
+        self.addCleanup(peer.stop)
+        name = 'unix:' + peer.path
+        c = self.start_proxy([name], workers=1,
+                             max_header_size=Raw('1m'),
+                             upstream={'max_fails': 1, 'keepalive': 0,
+                                       'next_upstream': 'off',
+                                       'fail_timeout': Raw('1h')})
+        pad = [('X-Pad-%d' % i, 'x' * 50000) for i in range(16)]
+        with c.connect() as conn:
+            conn.send(build_request('/api/x', headers=pad))
+            self.assertEqual(conn.read_response().status, 502)
+        self.assertIn('upstream %s: send: Broken pipe' % name,
+                      read_text(c.error_log))
+        (gone,) = self.doc(c)['upstreams']
+        self.assertEqual((gone['peer'], gone['failures'], gone['state']),
+                         (name, 1, 'down'))
 
     def test_peer_requests_and_timings(self):
         o = self.origin()
