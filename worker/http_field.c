@@ -50,7 +50,7 @@ http_field_find(struct span name)
 	if (name.len > NAME_MAX_LEN)
 		return NULL;
 	for (id = by_len[name.len]; *id != 0; id++)
-		if (http_ieq(name.p, rows[*id].name, name.len))
+		if (http_name_eq(name.p, rows[*id].name, name.len))
 			return &rows[*id];
 	return NULL;
 }

@@ -52,6 +52,41 @@ http_ieq(const char *p, const char *lc, size_t n)
 bool http_span_ieq(struct span s, const char *lc);
 
 /*
+ * http_ieq() for a field name (or any bytes the lexer lets into a field)
+ * against a name of lower case letters, digits and '-', a word at a time.
+ * ORing 0x20 into a byte lowers a letter and turns no other such byte into
+ * one of those: only CR would become '-', and only controls digits.
+ */
+static inline bool
+http_name_eq(const char *p, const char *lc, size_t n)
+{
+	const uint64_t low = 0x2020202020202020ull;
+	uint64_t x, y;
+	uint32_t a, b, c, d;
+
+	if (n >= 8) {
+		for (; n > 8; p += 8, lc += 8, n -= 8) {
+			__builtin_memcpy(&x, p, 8);
+			__builtin_memcpy(&y, lc, 8);
+			if ((x | low) != y)
+				return false;
+		}
+		__builtin_memcpy(&x, p + n - 8, 8);
+		__builtin_memcpy(&y, lc + n - 8, 8);
+		return (x | low) == y;
+	}
+	if (n >= 4) {
+		/* Two words that overlap when n < 8. */
+		__builtin_memcpy(&a, p, 4);
+		__builtin_memcpy(&b, lc, 4);
+		__builtin_memcpy(&c, p + n - 4, 4);
+		__builtin_memcpy(&d, lc + n - 4, 4);
+		return ((a | (uint32_t)low) == b) & ((c | (uint32_t)low) == d);
+	}
+	return http_ieq(p, lc, n);
+}
+
+/*
  * Returns the next element of a comma-separated list without its OWS;
  * empty elements are skipped (RFC 9110 section 5.6.1).
  */

@@ -174,7 +174,8 @@ field_lookup(const char *p, size_t n)
 	size_t i;
 
 	for (i = 0; i < sizeof(field_defs) / sizeof(field_defs[0]); i++)
-		if (field_defs[i].len == n && http_ieq(p, field_defs[i].name, n))
+		if (field_defs[i].len == n &&
+		    http_name_eq(p, field_defs[i].name, n))
 			return &field_defs[i];
 	return NULL;
 }
@@ -263,11 +264,13 @@ http_response_keep_field(struct http_response *r, const struct http_header *h)
 		keep_span(r, d, h->value);
 }
 
-/* Parses one "name: value" line at *pp, which ends in CRLF. */
+/* Parses one "name: value" line at *pp, which ends in CRLF; end is the
+ * end of the block (for the word-wide scan of values). */
 static int
-field_line(struct http_response *r, const char **pp, struct http_header *h)
+field_line(struct http_response *r, const char **pp, const char *end,
+    struct http_header *h)
 {
-	const char *why = http_field_line(pp, h);
+	const char *why = http_field_line_in(pp, end, h);
 
 	return why == NULL ? HTTP_OK : fail(r, why);
 }
@@ -312,7 +315,7 @@ fields_done(struct http_response *r, struct fields *f, bool head)
 
 /* Parses a complete header block. */
 static int
-parse_block(struct http_response *r, const char *buf,
+parse_block(struct http_response *r, const char *buf, size_t len,
     struct http_header *headers, size_t maxheaders, bool head)
 {
 	const char *p = buf;
@@ -324,7 +327,8 @@ parse_block(struct http_response *r, const char *buf,
 	while (*p != '\r') {
 		if (r->nheaders == maxheaders)
 			return fail(r, "too many header fields");
-		if (field_line(r, &p, &headers[r->nheaders]) == HTTP_ERROR)
+		if (field_line(r, &p, buf + len, &headers[r->nheaders]) ==
+		    HTTP_ERROR)
 			return HTTP_ERROR;
 		if (field(r, &f, &headers[r->nheaders++]) == HTTP_ERROR)
 			return HTTP_ERROR;
@@ -346,8 +350,8 @@ http_parse_response(struct http_response *r, const char *buf, size_t len,
 	memset(r, 0, sizeof(*r));
 	r->headers = headers;
 	r->content_length = -1;
-	if (parse_block(r, buf, headers, maxheaders, head_request) ==
-	    HTTP_ERROR)
+	if (parse_block(r, buf, (size_t)n, headers, maxheaders,
+	    head_request) == HTTP_ERROR)
 		return HTTP_ERROR;
 	return n;
 }

@@ -8,6 +8,7 @@
 
 #include "worker/http.h"
 #include "worker/http_field.h"
+#include "worker/http_lex.h"
 #include "worker/http_response.h"
 
 static struct span
@@ -54,6 +55,45 @@ Test(http_field, unknown_names_have_no_flags)
 		    names[i]);
 	}
 	cr_expect_eq(http_field_row(HF_COUNT)->id, HF_NONE);
+}
+
+/* What http_name_eq() relies on to compare a word at a time. */
+Test(http_field, rows_are_lower_case_letters_digits_and_dashes)
+{
+	enum http_field_id id;
+	const char *p;
+
+	for (id = HF_NONE + 1; id < HF_COUNT; id++)
+		for (p = http_field_row(id)->name; *p != '\0'; p++)
+			cr_expect((*p >= 'a' && *p <= 'z') ||
+			    (*p >= '0' && *p <= '9') || *p == '-', "%s",
+			    http_field_row(id)->name);
+}
+
+/* Every token byte but the row's own (in either case), at every place. */
+Test(http_field, a_name_one_byte_off_is_not_found)
+{
+	const char *other = "!#$%&'*+-.^_`|~09azAZ@[{";
+	enum http_field_id id;
+	char name[64];
+	size_t i;
+	const char *o;
+
+	for (id = HF_NONE + 1; id < HF_COUNT; id++) {
+		const struct http_field *f = http_field_row(id);
+
+		for (i = 0; i < f->len; i++) {
+			for (o = other; *o != '\0'; o++) {
+				if (http_lower((unsigned char)*o) ==
+				    (unsigned char)f->name[i])
+					continue;
+				memcpy(name, f->name, f->len + 1);
+				name[i] = *o;
+				cr_expect_neq(http_field_find(S(name)), f,
+				    "%s", name);
+			}
+		}
+	}
 }
 
 Test(http_field, no_name_is_listed_twice)
