@@ -920,6 +920,19 @@ uc_eof(struct upstream_conn *uc, int err)
 	    (unsigned long long)uc->body_bytes);
 }
 
+/*
+ * A read left the exchange going: the read timeout starts again (each
+ * read renews it, but the one that ends the response has nothing left to
+ * time), and what the session holds is read.
+ */
+static void
+uc_went_on(struct upstream_conn *uc)
+{
+	if (uc->timer == UT_READ)
+		uc_time(uc, UT_READ);
+	uc_more(uc);
+}
+
 void
 uc_read(struct upstream_conn *uc)
 {
@@ -939,17 +952,15 @@ uc_read(struct upstream_conn *uc)
 	}
 	uc->got_bytes = true;
 	uc->rlen += (size_t)n;
-	if (uc->timer == UT_READ)
-		uc_time(uc, UT_READ);	/* renewed by each read */
 	if (uc->state != UC_BODY) {
 		if (uc_head(uc))
-			uc_more(uc);
+			uc_went_on(uc);
 		return;
 	}
 	n = (ssize_t)uc->rlen;
 	uc->rlen = 0;
 	if (uc_relay(uc, uc->rbuf, (size_t)n))
-		uc_more(uc);
+		uc_went_on(uc);
 }
 
 /* The end ------------------------------------------------------------- */
