@@ -255,6 +255,11 @@ px_send_head(struct proxy *px, const struct http_response *r)
 
 	if (cache_states_x_cache(px->cr))
 		drop |= HF_CACHE_OWN;
+	/* A body of a few KB is copied in after the head: one buffer of
+	 * the size for both, not a small one outgrown by each response. */
+	if (r->framing == HTTP_BODY_LENGTH && !px->head_get &&
+	    !resp_is_head(c))
+		resp_body_expect(c, (size_t)r->content_length);
 	if (r->reason.len > 0)
 		resp_status_reason(c, r->status, r->reason.p, r->reason.len);
 	else

@@ -339,6 +339,18 @@ resp_body_copy(struct conn *c, const void *p, size_t len)
 	obuf_add(c, p, len);
 }
 
+/* Room for a head of this much is taken with the body's. */
+#define HEAD_ROOM	1024
+
+void
+resp_body_expect(struct conn *c, size_t len)
+{
+	/* Past OBUF_BIG it grows by realloc() anyway. */
+	if (len <= OBUF_BIG - HEAD_ROOM &&
+	    obuf_reserve(c, len + HEAD_ROOM) == NULL)
+		c->broken = true;
+}
+
 void
 resp_body_file(struct conn *c, struct fentry *ref, int fd, off_t off,
     off_t len)

@@ -94,6 +94,12 @@ void resp_abort(struct conn *c);
 /* Copies small body bytes into the output buffer. */
 void resp_body_copy(struct conn *c, const void *p, size_t len);
 
+/*
+ * A head and then len body bytes will be copied: the output buffer takes
+ * its size for both at once, rather than growing under the body.
+ */
+void resp_body_expect(struct conn *c, size_t len);
+
 /* A representation that Range requests may address. */
 #define RESP_RANGES_MAX	16	/* keeps a response within its segments */
 struct resp_rep {
