@@ -285,17 +285,19 @@ void
 conn_save_request(struct conn *c, char *buf, size_t size,
     struct http_header *hdrs)
 {
-	static const char *const names[] = { "Referer", "User-Agent" };
+	static const struct span names[] = {
+		{ "Referer", sizeof("Referer") - 1 },
+		{ "User-Agent", sizeof("User-Agent") - 1 },
+	};
 	struct http_request *r = &c->rq->req;
 	struct span v;
 	size_t used = 0, n = 0, i;
 
 	for (i = 0; i < 2; i++) {
-		v = http_header_get(r, names[i]);
+		v = http_header_getn(r, names[i].p, names[i].len);
 		if (v.p == NULL)
 			continue;
-		hdrs[n].name.p = names[i];
-		hdrs[n].name.len = strlen(names[i]);
+		hdrs[n].name = names[i];
 		hdrs[n].value = v;
 		n++;
 	}

@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include <sys/types.h>
 #include <time.h>
 
@@ -109,8 +110,17 @@ ssize_t http_parse_request(struct http_request *r, const char *buf,
     size_t len, size_t *scan, struct http_header *headers, size_t maxheaders,
     const struct http_limits *lim);
 
-/* Finds a header by case-insensitive name; p == NULL when absent. */
-struct span http_header_get(const struct http_request *r, const char *name);
+/* Finds a header by case-insensitive name of n bytes; p == NULL when
+ * absent. */
+struct span http_header_getn(const struct http_request *r, const char *name,
+    size_t n);
+
+/* The same by a string: inline, so a literal's length costs no strlen(). */
+static inline struct span
+http_header_get(const struct http_request *r, const char *name)
+{
+	return http_header_getn(r, name, strlen(name));
+}
 
 /*
  * The authority the request names, port included, as the client wrote

@@ -698,11 +698,11 @@ http_parse_request(struct http_request *r, const char *buf, size_t len,
 }
 
 struct span
-http_header_get(const struct http_request *r, const char *name)
+http_header_getn(const struct http_request *r, const char *name, size_t n)
 {
 	struct span none = { NULL, 0 };
-	size_t i, j, n = strlen(name);
 	const struct http_header *h;
+	size_t i, j;
 
 	for (i = 0; i < r->nheaders; i++) {
 		h = &r->headers[i];

@@ -137,15 +137,15 @@ px_keep(const struct upstream_request *rq, const struct http_header *h)
 }
 
 static void
-px_field(struct proxy *px, size_t *n, const char *name, const char *v,
-    size_t len)
+px_field(struct proxy *px, size_t *n, const char *name, size_t nlen,
+    const char *v, size_t len)
 {
 	/* A proxy_set_header of the same name replaces corral's. */
 	if (px->loc->nproxy_headers > 0 &&
-	    px_set_names(px, (struct span){ name, strlen(name) }))
+	    px_set_names(px, (struct span){ name, nlen }))
 		return;
 	px->add[*n].name.p = name;
-	px->add[*n].name.len = strlen(name);
+	px->add[*n].name.len = nlen;
 	px->add[*n].value.p = v;
 	px->add[*n].value.len = len;
 	(*n)++;
@@ -261,6 +261,10 @@ px_rules(struct proxy *px, size_t n)
 	return true;
 }
 
+/* px_field() of a literal name. */
+#define PX_FIELD(px, n, name, v, len) \
+	px_field(px, n, name, sizeof(name) - 1, v, len)
+
 /* What the upstream gets: the request after the rules, and ours. */
 void
 px_request(struct proxy *px, struct upstream_request *rq)
@@ -282,17 +286,17 @@ px_request(struct proxy *px, struct upstream_request *rq)
 	rq->keep = px_keep;
 	rq->arg = px;
 	if (r->absolute_form)
-		px_field(px, &n, "Host", host.p, host.len);
-	px_field(px, &n, "X-Forwarded-For", xff.p, xff.len);
+		PX_FIELD(px, &n, "Host", host.p, host.len);
+	PX_FIELD(px, &n, "X-Forwarded-For", xff.p, xff.len);
 	/* A trusted proxy knows the scheme its client used. */
 	if (proto.p != NULL && proto.len > 0 && conn_via_trusted(px->c))
-		px_field(px, &n, "X-Forwarded-Proto", proto.p, proto.len);
+		PX_FIELD(px, &n, "X-Forwarded-Proto", proto.p, proto.len);
 	else if (conn_tls(px->c))
-		px_field(px, &n, "X-Forwarded-Proto", "https", 5);
+		PX_FIELD(px, &n, "X-Forwarded-Proto", "https", 5);
 	else
-		px_field(px, &n, "X-Forwarded-Proto", "http", 4);
+		PX_FIELD(px, &n, "X-Forwarded-Proto", "http", 4);
 	if (host.p != NULL)
-		px_field(px, &n, "X-Forwarded-Host", host.p, host.len);
+		PX_FIELD(px, &n, "X-Forwarded-Host", host.p, host.len);
 	if (px->cr != NULL)
 		n += cache_validators(px->cr, px->add + n, px->date,
 		    sizeof(px->date));
