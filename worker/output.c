@@ -200,7 +200,8 @@ send_file(struct conn *c, struct oseg *s)
 	return -1;
 }
 
-/* Sends consecutive memory segments with one sendmsg(). */
+/* Sends consecutive memory segments with one sendmsg(), or send() when
+ * there is one: no message header and vector for the kernel to copy in. */
 static ssize_t
 send_mem(struct conn *c)
 {
@@ -223,10 +224,14 @@ send_mem(struct conn *c)
 		iov[k].iov_len = s->len;
 		k++;
 	}
-	memset(&msg, 0, sizeof(msg));
-	msg.msg_iov = iov;
-	msg.msg_iovlen = k;
-	n = sendmsg(c->fd, &msg, flags);
+	if (k == 1) {
+		n = send(c->fd, iov[0].iov_base, iov[0].iov_len, flags);
+	} else {
+		memset(&msg, 0, sizeof(msg));
+		msg.msg_iov = iov;
+		msg.msg_iovlen = k;
+		n = sendmsg(c->fd, &msg, flags);
+	}
 	if (n >= 0)
 		return n;
 	if (errno == EAGAIN || errno == EINTR)
