@@ -32,6 +32,7 @@
 #define IN_MAX		(1024 * 1024)	/* longest get line */
 #define OUT_INIT	16384
 #define OUT_HIGH	(4 * 1024 * 1024) /* stop reading commands above */
+#define READS_MAX	16		/* full reads run before replying */
 
 static struct mc_conn *conns;
 static struct event **accept_evs;
@@ -323,11 +324,48 @@ in_room(struct mc_conn *c)
 	return true;
 }
 
+/*
+ * Reads and runs commands.  A read that fills the buffer says more is
+ * waiting: it is read and run too before the replies go, so that a
+ * pipelining client gets one write (and one wakeup) for a batch rather
+ * than one per buffer.  Returns false when the connection is gone.
+ */
+static bool
+on_readable(struct mc_conn *c)
+{
+	size_t room;
+	ssize_t n;
+	int i;
+
+	for (i = 0; i < READS_MAX; i++) {
+		if (!in_room(c)) {
+			log_warn("memcached: a command line over %d bytes",
+			    IN_MAX);
+			mc_close(c);
+			return false;
+		}
+		room = c->isize - c->ilen;
+		n = recv(c->fd, c->in + c->ilen, room, 0);
+		if (n == 0 || (n == -1 && errno != EAGAIN && errno != EINTR)) {
+			mc_close(c);
+			return false;
+		}
+		if (n == -1)
+			break;
+		c->ilen += (size_t)n;
+		STATS_ADD(mc_bytes_read, n);
+		mc_run(c);
+		if ((size_t)n < room || c->state == MC_CLOSING ||
+		    c->olen > OUT_HIGH)
+			break;
+	}
+	return true;
+}
+
 static void
 event_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct mc_conn *c = arg;
-	ssize_t n;
 
 	worker_update_time();
 	if (what & EV_WRITE) {
@@ -341,23 +379,8 @@ event_cb(evutil_socket_t fd, short what, void *arg)
 		}
 		arm(c, false);
 		mc_run(c);
-	} else {
-		if (!in_room(c)) {
-			log_warn("memcached: a command line over %d bytes",
-			    IN_MAX);
-			mc_close(c);
-			return;
-		}
-		n = recv(fd, c->in + c->ilen, c->isize - c->ilen, 0);
-		if (n == 0 || (n == -1 && errno != EAGAIN && errno != EINTR)) {
-			mc_close(c);
-			return;
-		}
-		if (n > 0) {
-			c->ilen += (size_t)n;
-			STATS_ADD(mc_bytes_read, n);
-			mc_run(c);
-		}
+	} else if (!on_readable(c)) {
+		return;
 	}
 	touch_timer(c);
 	if (!out_flush(c))
