@@ -19,12 +19,18 @@
  *    entry, makes it take effect: a crash before it leaves the old run,
  *    after it the new one, and the rest is redone by the rebuild.
  */
+#include <sys/mman.h>
+
 #include <errno.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <string.h>
 
 #include "shm/store_impl.h"
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE	23	/* Linux 5.14 */
+#endif
 
 struct pool *
 pool_at(const struct store *s)
@@ -298,6 +304,14 @@ do_run_take(struct store *s, uint64_t len, bool high, uint64_t *page)
 	}
 	have = PT_LEN(pt_get(s, h));
 	do_bin_remove(s, h, have);
+	/* A slab's headers will touch every page of it, and the free run
+	 * left above it keeps its links in the page that follows: fault
+	 * them in with one call, cheaper than a fault a page (a kernel
+	 * without it: a fault a page, as before).  Big items are written
+	 * by their reserver with no lock held, and fault there. */
+	if (!high)
+		(void)madvise(page_at(s, h), (len + (have > len)) * PAGE,
+		    MADV_POPULATE_WRITE);
 	if (have > len && high) {
 		set_free_run(s, h, have - len);
 		do_bin_insert(s, h, have - len);
