@@ -504,7 +504,7 @@ store_commit_if(struct store *s, struct store_wref *w, enum store_cond cond,
 	if (!wref_ok(s, w))
 		return STORE_EINVAL;
 	/* The checksum is taken before the lock, over what was written. */
-	vcsum = value_csum(w->data, w->len);
+	vcsum = value_csum(s, w->data, w->len);
 	if ((si = item_stripe_lock(s, w->off_)) < 0) {
 		memset(w, 0, sizeof(*w));
 		return STORE_EINVAL;

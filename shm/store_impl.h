@@ -177,7 +177,7 @@ struct item {
 	uint64_t cas;		/* version: unique per stored value */
 	int64_t exptime;	/* absolute, 0: never */
 	int64_t lease_deadline;
-	uint32_t vcsum;		/* of the value */
+	uint32_t vcsum;		/* of the value (0 unless persist) */
 	uint32_t vlen;
 	uint32_t flags;
 	uint32_t refcount;	/* pins and reservations */
@@ -313,7 +313,7 @@ bool item_leased(const struct item *it);
 bool item_evictable(const struct item *it);
 unsigned item_lru(const struct store *s, const struct item *it);
 uint32_t item_csum(const struct item *it);
-uint32_t value_csum(const void *val, size_t len);
+uint32_t value_csum(const struct store *s, const void *val, size_t len);
 void robust_mutex_init(pthread_mutex_t *m);
 void stripe_mutex_init(struct stripe *st);
 void stripe_init(struct store *s, unsigned si);

@@ -67,7 +67,7 @@ do_put(struct store *s, unsigned si, struct item *it, uint32_t rec,
 	it->exptime = exptime;
 	memcpy(item_key(it), key, klen);
 	memcpy(item_value(it), val, vlen);
-	it->vcsum = value_csum(val, vlen);
+	it->vcsum = value_csum(s, val, vlen);
 	it->cas = __atomic_fetch_add(&s->h->cas_next, 1, __ATOMIC_RELAXED);
 	it->csum = item_csum(it);
 	if (old != NULL)
@@ -124,7 +124,7 @@ again:
 	    it->vlen == (uint32_t)n) {
 		/* Nobody reads it: rewritten in place. */
 		memcpy(item_value(it), out, (size_t)n);
-		it->vcsum = value_csum(out, (size_t)n);
+		it->vcsum = value_csum(s, out, (size_t)n);
 		it->exptime = ttl_to_exptime(ttl, now);
 		it->flags = flags;
 		it->cas = __atomic_fetch_add(&s->h->cas_next, 1,
