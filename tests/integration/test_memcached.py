@@ -171,6 +171,21 @@ class Conformance(Listener):
         self.assertEqual(self.ask(b'get k\r\n'), b'END\r\n',
                          'nothing stored from a bad chunk')
 
+    def test_a_pipeline_longer_than_many_reads_is_answered_in_order(self):
+        # 1.2 MB of commands at once: more than the listener reads before
+        # it replies; every reply comes, once, in the order asked.
+        self.corral()
+        val = b'v' * 4000
+        ask, want = b'', b''
+        for i in range(300):
+            ask += b'set p%d 0 0 4000\r\n%s\r\nadd p%d 0 0 1\r\nx\r\n' % (
+                i, val, i)
+            want += b'STORED\r\nNOT_STORED\r\n'
+        ask += b'get p0 p299\r\n'
+        want += (b'VALUE p0 0 4000\r\n%s\r\nVALUE p299 0 4000\r\n%s\r\n'
+                 b'END\r\n' % (val, val))
+        self.assertEqual(self.ask(ask, until=b'\r\nEND\r\n'), want)
+
     def test_http_request_and_junk_close_the_connection(self):
         self.corral()
         self.assertEqual(self.ask(b'GET / HTTP/1.1\r\nHost: x\r\n\r\n'),
