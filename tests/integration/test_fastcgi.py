@@ -820,6 +820,26 @@ class CacheTest(FastCGITestCase):
             self.assertEqual(r.header('X-Cache'), 'HIT')
         self.assertEqual(fpm.wait_requests(before + 1) - before, 1)
 
+    def test_large_page_stored_with_its_head(self):
+        # The head is parsed in the read buffer, which the body's later
+        # reads overwrite: what is stored is the head as PHP sent it.
+        c, fpm = self.start_php(locations={'/': {'cache': 'on'}},
+                                cache={'size': Raw('64m')})
+        c.write('big.php', '<?php header("Cache-Control: max-age=60"); '
+                'header("X-Page: big-page-head"); '
+                'echo str_repeat("0123456789abcdef", 16384);\n')
+        body = b'0123456789abcdef' * 16384   # over one read (32 KiB)
+        first = c.get('/big.php')
+        self.assertEqual((first.status, first.body), (200, body))
+        self.assertEqual(first.header('Transfer-Encoding'), 'chunked')
+        r = c.get('/big.php')
+        self.assertEqual((r.status, r.body), (200, body))
+        self.assertEqual(r.header('X-Cache'), 'HIT', r)
+        self.assertEqual(r.header('X-Page'), 'big-page-head', r)
+        self.assertEqual(r.header('Cache-Control'), 'max-age=60', r)
+        self.assertEqual(r.header('Content-Type'),
+                         first.header('Content-Type'), r)
+
 
 class MalformedTest(FastCGITestCase):
     """Records php-fpm would never send, from tests/integration/
