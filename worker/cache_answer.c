@@ -175,7 +175,7 @@ static void
 date_line(char *p, int64_t date)
 {
 	static int64_t last = -1;
-	static char line[HTTP_DATE_LEN];
+	static char line[HTTP_DATE_LEN + 1];	/* and its NUL */
 
 	if (date != last) {
 		http_date_format((time_t)date, line);
