@@ -37,54 +37,10 @@
 #include "worker/log_format.h"
 #include "worker/vars.h"
 
-#define KB		1024ULL
-#define MB		(1024 * KB)
-#define GB		(1024 * MB)
-
-#define SEC		1000ULL			/* times are kept in ms */
-#define MIN		(60 * SEC)
-#define HOUR		(60 * MIN)
-#define DAY		(24 * HOUR)
-
-#define WORKERS_AUTO	(-1)
-#define WORKERS_MAX	1024
 #define NAME_MAX_LEN	253		/* a DNS name, without the dot */
 #define LABEL_MAX_LEN	63
 #define HOST_CHARS	"abcdefghijklmnopqrstuvwxyz" \
 			"ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-"
-#define TOKEN_CHARS	"abcdefghijklmnopqrstuvwxyz" \
-			"ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789" \
-			"!#$%&'*+-.^_`|~"
-
-struct suffix {
-	const char *name;
-	uint64_t mult;
-};
-
-/* For printing, the last spelling of each multiplier wins. */
-static const struct suffix size_suffixes[] = {
-	{ "", 1 },
-	{ "K", KB }, { "k", KB },
-	{ "M", MB }, { "m", MB },
-	{ "G", GB }, { "g", GB },
-	{ NULL, 0 }
-};
-
-static const struct suffix time_suffixes[] = {
-	{ "ms", 1 },
-	{ "", SEC }, { "s", SEC },
-	{ "m", MIN },
-	{ "h", HOUR },
-	{ "d", DAY },
-	{ NULL, 0 }
-};
-
-static const struct suffix count_suffixes[] = {
-	{ "", 1 },
-	{ NULL, 0 }
-};
-
-enum unit { U_COUNT, U_SIZE, U_TIME };
 
 static const struct range {
 	const char *name;
@@ -139,11 +95,6 @@ static const struct range {
 	{ "tls|handshake_timeout", U_TIME, 1, DAY },
 };
 
-static int cb_workers(cfg_t *, cfg_opt_t *, const char *, void *);
-static int cb_count(cfg_t *, cfg_opt_t *, const char *, void *);
-static int cb_size(cfg_t *, cfg_opt_t *, const char *, void *);
-static int cb_time(cfg_t *, cfg_opt_t *, const char *, void *);
-static int cb_log_level(cfg_t *, cfg_opt_t *, const char *, void *);
 static int cb_listen(cfg_t *, cfg_opt_t *, const char *, void *);
 static int cb_server_name(cfg_t *, cfg_opt_t *, const char *, void *);
 static int cb_root(cfg_t *, cfg_opt_t *, const char *, void *);
@@ -369,228 +320,12 @@ _Static_assert(NOPTS <= OPTS_MAX, "loader.line is too small");
 
 struct loader *ld;
 
-/* The file and line of a line of the expanded text (see include_expand). */
-static const char *
-source_of(int line, int *src)
-{
-	const struct config_src *m;
-
-	*src = line;
-	if (line <= 0 || (size_t)line > ld->nmap)
-		return ld->path;
-	m = &ld->map[line - 1];
-	*src = m->line;
-	return m->file == 0 ? ld->path : ld->files[m->file];
-}
-
-static void
-vfail(int line, const char *fmt, va_list ap)
-{
-	const char *file;
-	int n, src;
-
-	if (ld->failed)
-		return;
-	ld->failed = true;
-	if (ld->errlen == 0)
-		return;
-	file = source_of(line, &src);
-	if (src > 0)
-		n = snprintf(ld->err, ld->errlen, "%s:%d: ", file, src);
-	else
-		n = snprintf(ld->err, ld->errlen, "%s: ", file);
-	if (n >= 0 && (size_t)n < ld->errlen)
-		vsnprintf(ld->err + n, ld->errlen - n, fmt, ap);
-}
-
-/* Errors found after parsing, formatted like libconfuse's own. */
-void
-fail(int line, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vfail(line, fmt, ap);
-	va_end(ap);
-}
-
-void
-warn_at(int line, const char *fmt, ...)
-{
-	char msg[1024];
-	const char *file;
-	va_list ap;
-	int src;
-
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	file = source_of(line, &src);
-	if (src > 0)
-		log_warn("%s:%d: %s", file, src, msg);
-	else
-		log_warn("%s: %s", file, msg);
-}
-
-static void
-on_cfg_error(cfg_t *cfg, const char *fmt, va_list ap)
-{
-	vfail(cfg->line, fmt, ap);
-}
-
-/* Digits and one suffix from tab; anything else is an error. */
-static int
-parse_scaled(const char *s, const struct suffix *tab, uint64_t *out)
-{
-	uint64_t n = 0;
-	const char *p;
-
-	if (s == NULL || *s < '0' || *s > '9')
-		return -1;
-	for (p = s; *p >= '0' && *p <= '9'; p++) {
-		if (n > (UINT64_MAX - (*p - '0')) / 10)
-			return -1;
-		n = n * 10 + (*p - '0');
-	}
-	for (; tab->name != NULL; tab++) {
-		if (strcmp(p, tab->name) != 0)
-			continue;
-		if (n > UINT64_MAX / tab->mult)
-			return -1;
-		*out = n * tab->mult;
-		return 0;
-	}
-	return -1;
-}
-
-int
-parse_scaled_size(const char *s, uint64_t *out)
-{
-	return parse_scaled(s, size_suffixes, out);
-}
-
-int
-parse_scaled_time(const char *s, uint64_t *out)
-{
-	return parse_scaled(s, time_suffixes, out);
-}
-
-int
-config_parse_size(const char *s, uint64_t *out)
-{
-	return parse_scaled(s, size_suffixes, out);
-}
-
-int
-config_parse_time_ms(const char *s, int64_t *out)
-{
-	uint64_t v;
-
-	if (parse_scaled(s, time_suffixes, &v) == -1 || v > INT64_MAX)
-		return -1;
-	*out = (int64_t)v;
-	return 0;
-}
-
-/* Prints v in the largest unit that divides it: 1048576 bytes as "1m". */
-static const char *
-format_value(char *buf, size_t len, enum unit unit, long v)
-{
-	const struct suffix *tab, *end;
-
-	tab = unit == U_SIZE ? size_suffixes :
-	    unit == U_TIME ? time_suffixes : count_suffixes;
-	for (end = tab; end->name != NULL; end++)
-		;
-	while (v != 0 && --end >= tab) {
-		if ((uint64_t)v % end->mult == 0) {
-			snprintf(buf, len, "%llu%s",
-			    (unsigned long long)((uint64_t)v / end->mult),
-			    end->name);
-			return buf;
-		}
-	}
-	snprintf(buf, len, "%ld", v);
-	return buf;
-}
-
-static int
-online_cpus(void)
-{
-	long n = sysconf(_SC_NPROCESSORS_ONLN);
-
-	if (n < 1)
-		return 1;
-	return n > WORKERS_MAX ? WORKERS_MAX : (int)n;
-}
-
-static int
-parse_long(cfg_t *cfg, cfg_opt_t *opt, const char *value, long *result,
-    const struct suffix *tab, const char *what)
-{
-	uint64_t v;
-
-	if (parse_scaled(value, tab, &v) == -1 || v > LONG_MAX) {
-		cfg_error(cfg, "invalid %s \"%s\" for %s", what, value,
-		    opt->name);
-		return -1;
-	}
-	*result = (long)v;
-	return 0;
-}
-
-static int
-cb_count(cfg_t *cfg, cfg_opt_t *opt, const char *value, void *result)
-{
-	return parse_long(cfg, opt, value, result, count_suffixes,
-	    "number (digits only)");
-}
-
-static int
-cb_workers(cfg_t *cfg, cfg_opt_t *opt, const char *value, void *result)
-{
-	if (strcmp(value, "auto") == 0) {
-		*(long *)result = online_cpus();
-		return 0;
-	}
-	return parse_long(cfg, opt, value, result, count_suffixes,
-	    "number (\"auto\" or digits)");
-}
-
-static int
-cb_size(cfg_t *cfg, cfg_opt_t *opt, const char *value, void *result)
-{
-	return parse_long(cfg, opt, value, result, size_suffixes,
-	    "size (a number with an optional k, m or g)");
-}
-
-static int
-cb_time(cfg_t *cfg, cfg_opt_t *opt, const char *value, void *result)
-{
-	return parse_long(cfg, opt, value, result, time_suffixes,
-	    "time (a number with an optional ms, s, m, h or d)");
-}
-
-static int
-cb_log_level(cfg_t *cfg, cfg_opt_t *opt, const char *value, void *result)
-{
-	int level = log_level_parse(value);
-
-	if (level < 0) {
-		cfg_error(cfg, "unknown log_level \"%s\" (crit, error, warn, "
-		    "notice, info or debug)", value);
-		return -1;
-	}
-	*(long *)result = level;
-	return 0;
-}
-
 static int
 parse_port(const char *s, char *out, size_t len)
 {
 	uint64_t port;
 
-	if (strlen(s) > 5 || parse_scaled(s, count_suffixes, &port) == -1 ||
+	if (strlen(s) > 5 || parse_scaled_count(s, &port) == -1 ||
 	    port < 1 || port > 65535)
 		return -1;
 	snprintf(out, len, "%u", (unsigned)port);
@@ -889,7 +624,7 @@ cb_peer(cfg_t *cfg, cfg_opt_t *opt, const char *value, void *result)
 	if (why == NULL && sp != NULL) {
 		sp += strspn(sp, " ");
 		if (strncmp(sp, "weight=", 7) != 0 ||
-		    parse_scaled(sp + 7, count_suffixes, &w) == -1 ||
+		    parse_scaled_count(sp + 7, &w) == -1 ||
 		    w < 1 || w > 100)
 			why = "the only option is weight=N, N from 1 to 100";
 	}
@@ -965,20 +700,6 @@ cb_server_name(cfg_t *cfg, cfg_opt_t *opt, const char *value, void *result)
 	ld->result[i] = '\0';
 	*(const char **)result = ld->result;
 	return 0;
-}
-
-int
-join_path(char *buf, size_t len, const char *dir, const char *name)
-{
-	int n;
-
-	if (name[0] == '/')
-		n = snprintf(buf, len, "%s", name);
-	else if (strcmp(dir, "/") == 0)
-		n = snprintf(buf, len, "/%s", name);
-	else
-		n = snprintf(buf, len, "%s/%s", dir, name);
-	return n < 0 || (size_t)n >= len ? -1 : 0;
 }
 
 /*
@@ -1513,39 +1234,11 @@ cb_purge(cfg_t *cfg, cfg_opt_t *opt, const char *value, void *result)
 	return 0;
 }
 
-void
-opt_line_note(cfg_t *sec, const char *name, int line)
-{
-	size_t i;
-
-	for (i = 0; i < ld->nopt_lines; i++)
-		if (ld->opt_lines[i].sec == sec &&
-		    strcmp(ld->opt_lines[i].name, name) == 0)
-			break;
-	if (i == nitems(ld->opt_lines))
-		return;
-	ld->opt_lines[i].sec = sec;
-	ld->opt_lines[i].name = name;
-	ld->opt_lines[i].line = line;
-	if (i == ld->nopt_lines)
-		ld->nopt_lines++;
-}
-
-int
-opt_line(cfg_t *sec, const char *name)
-{
-	for (size_t i = 0; i < ld->nopt_lines; i++)
-		if (ld->opt_lines[i].sec == sec &&
-		    strcmp(ld->opt_lines[i].name, name) == 0)
-			return ld->opt_lines[i].line;
-	return 0;
-}
-
 /*
  * Remembers where an option was set, for checks made after parsing and
  * for the master's errors about the files an option names.
  */
-static void
+void
 note_line(cfg_t *cfg, cfg_opt_t *opt)
 {
 	if (cfg == ld->cfg && opt >= cfg->opts && opt < cfg->opts + NOPTS) {
@@ -1582,42 +1275,6 @@ validate_range(cfg_t *cfg, cfg_opt_t *opt)
 	    format_value(lo, sizeof(lo), r->unit, r->min),
 	    format_value(hi, sizeof(hi), r->unit, r->max));
 	return -1;
-}
-
-static int
-validate_nonempty(cfg_t *cfg, cfg_opt_t *opt)
-{
-	const char *s = cfg_opt_getnstr(opt, 0);
-
-	note_line(cfg, opt);
-	if (s != NULL && s[0] != '\0')
-		return 0;
-	cfg_error(cfg, "%s must not be empty", opt->name);
-	return -1;
-}
-
-/* A directory that exists, given as an absolute path. */
-static int
-validate_dir(cfg_t *cfg, cfg_opt_t *opt)
-{
-	const char *s = cfg_opt_getnstr(opt, 0);
-	struct stat st;
-
-	note_line(cfg, opt);
-	if (s == NULL || s[0] != '/') {
-		cfg_error(cfg, "%s must be an absolute path", opt->name);
-		return -1;
-	}
-	if (stat(s, &st) == -1) {
-		cfg_error(cfg, "%s \"%s\": %s", opt->name, s,
-		    strerror(errno));
-		return -1;
-	}
-	if (!S_ISDIR(st.st_mode)) {
-		cfg_error(cfg, "%s \"%s\" is not a directory", opt->name, s);
-		return -1;
-	}
-	return 0;
 }
 
 static int
@@ -1668,74 +1325,6 @@ validate_mc_max_item(cfg_t *cfg, cfg_opt_t *opt)
 {
 	ld->mc_max_item_line = cfg->line;
 	return validate_range(cfg, opt);
-}
-
-/*
- * A media type as Content-Type carries it (RFC 9110 8.3.1): type/subtype
- * and any parameters, "text/html; charset=utf-8".
- */
-static bool
-media_type_ok(const char *s)
-{
-	size_t n = strspn(s, TOKEN_CHARS);
-
-	if (n == 0 || s[n] != '/' || (n = strspn(s += n + 1, TOKEN_CHARS)) == 0)
-		return false;
-	for (s += n; *s != '\0'; ) {
-		s += strspn(s, " \t");
-		if (*s++ != ';')
-			return false;
-		s += strspn(s, " \t");
-		if ((n = strspn(s, TOKEN_CHARS)) == 0 || s[n] != '=')
-			return false;
-		s += n + 1;
-		if (*s == '"') {
-			/* qdtext or quoted-pair; never a line end */
-			for (s++; *s != '"'; s++)
-				if ((*s == '\\' && *++s == '\0') ||
-				    ((unsigned char)*s < 0x20 && *s != '\t') ||
-				    *s == 0x7f)
-					return false;
-			s++;
-		} else if ((n = strspn(s, TOKEN_CHARS)) == 0)
-			return false;
-		else
-			s += n;
-		s += strspn(s, " \t");
-	}
-	return true;
-}
-
-static int
-validate_mime_type(cfg_t *cfg, cfg_opt_t *opt)
-{
-	const char *s = cfg_opt_getnstr(opt, 0);
-
-	if (media_type_ok(s))
-		return 0;
-	cfg_error(cfg, "%s \"%s\" is not a media type like "
-	    "\"application/octet-stream\" or \"text/html; charset=utf-8\"",
-	    opt->name, s);
-	return -1;
-}
-
-static int
-validate_mime_types(cfg_t *cfg, cfg_opt_t *opt)
-{
-	const char *s;
-	size_t i, n;
-
-	for (i = 0; i < cfg_opt_size(opt); i++) {
-		s = cfg_opt_getnstr(opt, (unsigned)i);
-		n = strspn(s, TOKEN_CHARS);
-		if (n == 0 || s[n] != '/' || s[n + 1] == '\0' ||
-		    strspn(s + n + 1, TOKEN_CHARS) != strlen(s + n + 1)) {
-			cfg_error(cfg, "%s \"%s\" is not a media type like "
-			    "\"text/html\"", opt->name, s);
-			return -1;
-		}
-	}
-	return 0;
 }
 
 /*
@@ -2516,31 +2105,6 @@ check_listen(cfg_t *cfg)
 	}
 }
 
-char *
-copy(const char *s)
-{
-	char *d;
-
-	if (s == NULL)
-		return NULL;
-	if ((d = strdup(s)) == NULL)
-		ld->oom = true;
-	return d;
-}
-
-/* An absolute path, or NULL when s is the word that means "none". */
-static char *
-copy_path(const char *s, const char *none)
-{
-	if (none != NULL && strcmp(s, none) == 0)
-		return NULL;
-	if (join_path(ld->tmp, sizeof(ld->tmp), ld->dir, s) == -1) {
-		fail(0, "path too long: %s", s);
-		return NULL;
-	}
-	return copy(ld->tmp);
-}
-
 /*
  * stats_file "auto" is the pid file's name with ".stats" for ".pid", so
  * that corralctl finds both; no pid file, no stats file.
@@ -2563,24 +2127,6 @@ stats_file_path(const char *s, const char *pid_file)
 		return NULL;
 	}
 	return copy(ld->tmp);
-}
-
-static char **
-copy_list(cfg_t *sec, const char *name, size_t *np)
-{
-	size_t i, n = cfg_size(sec, name);
-	char **v;
-
-	*np = 0;
-	if (n == 0)
-		return NULL;
-	if ((v = calloc(n, sizeof(*v))) == NULL) {
-		ld->oom = true;
-		return NULL;
-	}
-	for (*np = n, i = 0; i < n; i++)
-		v[i] = copy(cfg_getnstr(sec, name, i));
-	return v;
 }
 
 static void

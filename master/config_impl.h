@@ -1,20 +1,41 @@
 /*
- * Inside the config loader, shared by its files: config.c (the table,
- * units, global checks and building), config_site.c (what a server and
- * its locations may set) and config_include.c (include() and the map of
- * output lines back to files).  Nothing else includes it.
+ * Inside the config loader, shared by its files: config.c (the option
+ * table, config_load(): parse, check, build, free), config_error.c
+ * (errors with their file and line), config_value.c (units, paths, media
+ * types), config_site.c (what a server and its locations may set) and
+ * config_include.c (include() and the map of output lines back to
+ * files).  Nothing else includes it.
  */
 #ifndef CORRAL_CONFIG_IMPL_H
 #define CORRAL_CONFIG_IMPL_H
 
 #include <confuse.h>
 #include <limits.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "master/config.h"
 
 #define nitems(a)	(sizeof(a) / sizeof((a)[0]))
+
+#define KB		1024ULL
+#define MB		(1024 * KB)
+#define GB		(1024 * MB)
+
+#define SEC		1000ULL			/* times are kept in ms */
+#define MIN		(60 * SEC)
+#define HOUR		(60 * MIN)
+#define DAY		(24 * HOUR)
+
+#define WORKERS_AUTO	(-1)
+#define WORKERS_MAX	1024
+#define TOKEN_CHARS	"abcdefghijklmnopqrstuvwxyz" \
+			"ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789" \
+			"!#$%&'*+-.^_`|~"
+
+enum unit { U_COUNT, U_SIZE, U_TIME };
 
 #define OPT_LINES_MAX	4096	/* options whose line is remembered */
 #define INCLUDE_DEPTH	8
@@ -73,21 +94,52 @@ struct loader {
 
 extern struct loader *ld;
 
+/* config.c */
+/*
+ * Remembers where an option was set, for checks made after parsing and
+ * for the master's errors about the files an option names.
+ */
+void note_line(cfg_t *cfg, cfg_opt_t *opt);
+
+/* config_error.c */
 /* Errors with an output line (mapped back to its file), or 0 for none. */
 void fail(int line, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 /* A warning with a file and line; goes to the log (stderr at -t). */
 void warn_at(int line, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
-
-char *copy(const char *s);
-int join_path(char *buf, size_t len, const char *dir, const char *name);
-int parse_scaled_size(const char *s, uint64_t *out);
-int parse_scaled_time(const char *s, uint64_t *out);
+/* libconfuse's errors, through fail(). */
+void on_cfg_error(cfg_t *cfg, const char *fmt, va_list ap);
 
 /* Remembers and finds the line where an option of a section was set. */
 void opt_line_note(cfg_t *sec, const char *name, int line);
 int opt_line(cfg_t *sec, const char *name);
+
+/* config_value.c */
+int parse_scaled_size(const char *s, uint64_t *out);
+int parse_scaled_time(const char *s, uint64_t *out);
+int parse_scaled_count(const char *s, uint64_t *out);
+/* Prints v in the largest unit that divides it: 1048576 bytes as "1m". */
+const char *format_value(char *buf, size_t len, enum unit unit, long v);
+int online_cpus(void);
+/* Value callbacks of the option tables. */
+int cb_count(cfg_t *cfg, cfg_opt_t *opt, const char *value, void *result);
+int cb_workers(cfg_t *cfg, cfg_opt_t *opt, const char *value, void *result);
+int cb_size(cfg_t *cfg, cfg_opt_t *opt, const char *value, void *result);
+int cb_time(cfg_t *cfg, cfg_opt_t *opt, const char *value, void *result);
+int cb_log_level(cfg_t *cfg, cfg_opt_t *opt, const char *value, void *result);
+
+int join_path(char *buf, size_t len, const char *dir, const char *name);
+char *copy(const char *s);
+/* An absolute path, or NULL when s is the word that means "none". */
+char *copy_path(const char *s, const char *none);
+char **copy_list(cfg_t *sec, const char *name, size_t *np);
+
+int validate_nonempty(cfg_t *cfg, cfg_opt_t *opt);
+/* A directory that exists, given as an absolute path. */
+int validate_dir(cfg_t *cfg, cfg_opt_t *opt);
+int validate_mime_type(cfg_t *cfg, cfg_opt_t *opt);
+int validate_mime_types(cfg_t *cfg, cfg_opt_t *opt);
 
 /* config_include.c: the file with its includes expanded and comments
  * blanked; NULL after fail(). */

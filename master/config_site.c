@@ -24,9 +24,6 @@
 #include "master/log.h"
 #include "worker/vars.h"
 
-#define TOKEN_CHARS	"abcdefghijklmnopqrstuvwxyz" \
-			"ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789" \
-			"!#$%&'*+-.^_`|~"
 #define EXPIRES_MAX	(10LL * 365 * 86400)
 
 static int cb_zone_rate(cfg_t *, cfg_opt_t *, const char *, void *);
