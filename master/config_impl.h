@@ -2,7 +2,8 @@
  * Inside the config loader, shared by its files: config.c (the option
  * table, config_load(): parse, check, build, free), config_error.c
  * (errors with their file and line), config_value.c (units, paths, media
- * types), config_site.c (what a server and its locations may set) and
+ * types), config_listen.c (listen addresses), config_realip.c (real_ip_*),
+ * config_site.c (what a server and its locations may set) and
  * config_include.c (include() and the map of output lines back to
  * files).  Nothing else includes it.
  */
@@ -140,6 +141,25 @@ int validate_nonempty(cfg_t *cfg, cfg_opt_t *opt);
 int validate_dir(cfg_t *cfg, cfg_opt_t *opt);
 int validate_mime_type(cfg_t *cfg, cfg_opt_t *opt);
 int validate_mime_types(cfg_t *cfg, cfg_opt_t *opt);
+
+/* config_listen.c */
+int parse_port(const char *s, char *out, size_t len);
+/* Fills l from "IPv4:port", "[IPv6]:port", "*:port" or "port"; no DNS. */
+const char *parse_listen(const char *s, struct config_listen *l);
+int cb_listen(cfg_t *cfg, cfg_opt_t *opt, const char *value, void *result);
+int validate_listen(cfg_t *cfg, cfg_opt_t *opt);
+/* Whether two servers have an address in common (names must differ). */
+bool share_listen(cfg_t *a, cfg_t *b);
+/* One default_server per address, no wildcard beside an address. */
+void check_listen(cfg_t *cfg);
+/* Every address any server listens on, once. */
+void build_listen(cfg_t *cfg, struct config *cf);
+
+/* config_realip.c */
+int cb_cidr(cfg_t *cfg, cfg_opt_t *opt, const char *value, void *result);
+int cb_real_ip_header(cfg_t *cfg, cfg_opt_t *opt, const char *value,
+    void *result);
+void build_real_ip(cfg_t *cfg, struct config *cf);
 
 /* config_include.c: the file with its includes expanded and comments
  * blanked; NULL after fail(). */
