@@ -3,6 +3,7 @@
  * table, config_load(): parse, check, build, free), config_error.c
  * (errors with their file and line), config_value.c (units, paths, media
  * types), config_listen.c (listen addresses), config_realip.c (real_ip_*),
+ * config_upstream.c (upstreams and what locations send them),
  * config_site.c (what a server and its locations may set) and
  * config_include.c (include() and the map of output lines back to
  * files).  Nothing else includes it.
@@ -136,6 +137,8 @@ char *copy(const char *s);
 char *copy_path(const char *s, const char *none);
 char **copy_list(cfg_t *sec, const char *name, size_t *np);
 
+/* A host name, "*." and a host name, or "_". */
+bool valid_host_name(const char *s);
 int validate_nonempty(cfg_t *cfg, cfg_opt_t *opt);
 /* A directory that exists, given as an absolute path. */
 int validate_dir(cfg_t *cfg, cfg_opt_t *opt);
@@ -160,6 +163,31 @@ int cb_cidr(cfg_t *cfg, cfg_opt_t *opt, const char *value, void *result);
 int cb_real_ip_header(cfg_t *cfg, cfg_opt_t *opt, const char *value,
     void *result);
 void build_real_ip(cfg_t *cfg, struct config *cf);
+
+/* config_upstream.c */
+int cb_peer(cfg_t *cfg, cfg_opt_t *opt, const char *value, void *result);
+int cb_mc_listen(cfg_t *cfg, cfg_opt_t *opt, const char *value, void *result);
+int cb_protocol(cfg_t *cfg, cfg_opt_t *opt, const char *value, void *result);
+int cb_hash(cfg_t *cfg, cfg_opt_t *opt, const char *value, void *result);
+int cb_next(cfg_t *cfg, cfg_opt_t *opt, const char *value, void *result);
+int cb_mc_key(cfg_t *cfg, cfg_opt_t *opt, const char *value, void *result);
+int cb_proxy_path(cfg_t *cfg, cfg_opt_t *opt, const char *value, void *result);
+int cb_proxy_header(cfg_t *cfg, cfg_opt_t *opt, const char *value,
+    void *result);
+int cb_fcgi_param(cfg_t *cfg, cfg_opt_t *opt, const char *value, void *result);
+int cb_split_path_info(cfg_t *cfg, cfg_opt_t *opt, const char *value,
+    void *result);
+int validate_upstream(cfg_t *cfg, cfg_opt_t *opt);
+/* Notes where a location's proxy, fastcgi or memcached was set. */
+int validate_proxy(cfg_t *cfg, cfg_opt_t *opt);
+/* The index of the upstream called name, or -1. */
+int find_upstream(cfg_t *cfg, const char *name);
+/* Every proxy, fastcgi and memcached names an upstream of the file. */
+void check_proxies(cfg_t *cfg);
+void build_upstream(cfg_t *sec, struct config_upstream *u);
+void build_proxy_headers(cfg_t *ls, struct config_location *l);
+struct config_fastcgi *build_fastcgi(cfg_t *ls);
+void free_fastcgi(struct config_fastcgi *f);
 
 /* config_include.c: the file with its includes expanded and comments
  * blanked; NULL after fail(). */

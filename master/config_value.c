@@ -1,4 +1,4 @@
-/* Values every section uses: sizes, times and counts, paths, media types. */
+/* Values all sections use: sizes, times, counts, paths, names, media types. */
 #include <sys/stat.h>
 
 #include <confuse.h>
@@ -12,6 +12,11 @@
 
 #include "master/config_impl.h"
 #include "master/log.h"
+
+#define NAME_MAX_LEN	253		/* a DNS name, without the dot */
+#define LABEL_MAX_LEN	63
+#define HOST_CHARS	"abcdefghijklmnopqrstuvwxyz" \
+			"ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-"
 
 struct suffix {
 	const char *name;
@@ -353,4 +358,27 @@ copy_list(cfg_t *sec, const char *name, size_t *np)
 	for (*np = n, i = 0; i < n; i++)
 		v[i] = copy(cfg_getnstr(sec, name, i));
 	return v;
+}
+
+bool
+valid_host_name(const char *s)
+{
+	size_t n;
+
+	if (strcmp(s, "_") == 0)
+		return true;
+	if (s[0] == '*' && s[1] == '.')
+		s += 2;
+	if (strlen(s) > NAME_MAX_LEN)
+		return false;
+	for (;;) {
+		n = strspn(s, HOST_CHARS);
+		if (n == 0 || n > LABEL_MAX_LEN)
+			return false;
+		s += n;
+		if (*s == '\0')
+			return true;
+		if (*s++ != '.')
+			return false;
+	}
 }
