@@ -93,12 +93,7 @@ static const struct range {
 static int cb_server_name(cfg_t *, cfg_opt_t *, const char *, void *);
 static int cb_root(cfg_t *, cfg_opt_t *, const char *, void *);
 static int cb_index(cfg_t *, cfg_opt_t *, const char *, void *);
-static int cb_stale(cfg_t *, cfg_opt_t *, const char *, void *);
-static int cb_valid(cfg_t *, cfg_opt_t *, const char *, void *);
-static int cb_purge(cfg_t *, cfg_opt_t *, const char *, void *);
 static int cb_alias(cfg_t *, cfg_opt_t *, const char *, void *);
-
-static int cb_tls_protocol(cfg_t *, cfg_opt_t *, const char *, void *);
 
 static cfg_opt_t location_opts[] = {
 	CFG_STR("proxy", NULL, CFGF_NODEFAULT),
@@ -298,42 +293,6 @@ _Static_assert(NOPTS <= OPTS_MAX, "loader.line is too small");
 
 struct loader *ld;
 
-static const struct {
-	const char *name;
-	unsigned bit;
-} tls_protocols[] = {
-	{ "TLSv1.2", TLS_PROTO_12 },
-	{ "TLSv1.3", TLS_PROTO_13 },
-};
-
-static unsigned
-protocol_bit(const char *name)
-{
-	for (size_t i = 0; i < nitems(tls_protocols); i++)
-		if (strcasecmp(tls_protocols[i].name, name) == 0)
-			return tls_protocols[i].bit;
-	return 0;
-}
-
-static int
-cb_tls_protocol(cfg_t *cfg, cfg_opt_t *opt, const char *value, void *result)
-{
-	if (protocol_bit(value) != 0) {
-		*(const char **)result = value;
-		return 0;
-	}
-	if (strcasecmp(value, "SSLv2") == 0 ||
-	    strcasecmp(value, "SSLv3") == 0 ||
-	    strcasecmp(value, "TLSv1") == 0 ||
-	    strcasecmp(value, "TLSv1.1") == 0)
-		cfg_error(cfg, "protocol \"%s\" is obsolete and insecure "
-		    "(RFC 8996); only TLSv1.2 and TLSv1.3 are offered", value);
-	else
-		cfg_error(cfg, "unknown protocol \"%s\" (TLSv1.2 or TLSv1.3)",
-		    value);
-	return -1;
-}
-
 static int
 cb_server_name(cfg_t *cfg, cfg_opt_t *opt, const char *value, void *result)
 {
@@ -439,168 +398,6 @@ cb_index(cfg_t *cfg, cfg_opt_t *opt, const char *value, void *result)
 	return 0;
 }
 
-static const struct {
-	const char *name;
-	unsigned bit;
-} stale_words[] = {
-	{ "updating", CACHE_STALE_UPDATING },
-	{ "error", CACHE_STALE_ERROR },
-	{ "timeout", CACHE_STALE_TIMEOUT },
-	{ "http_500", CACHE_STALE_500 },
-	{ "http_502", CACHE_STALE_502 },
-	{ "http_503", CACHE_STALE_503 },
-	{ "http_504", CACHE_STALE_504 },
-};
-
-static unsigned
-stale_bit(const char *word)
-{
-	size_t i;
-
-	for (i = 0; i < nitems(stale_words); i++)
-		if (strcmp(stale_words[i].name, word) == 0)
-			return stale_words[i].bit;
-	return 0;
-}
-
-static int
-cb_stale(cfg_t *cfg, cfg_opt_t *opt, const char *value, void *result)
-{
-	if (stale_bit(value) == 0) {
-		cfg_error(cfg, "unknown cache_stale \"%s\" (updating, error, "
-		    "timeout, http_500, http_502, http_503 or http_504)",
-		    value);
-		return -1;
-	}
-	*(const char **)result = value;
-	return 0;
-}
-
-/*
- * One cache_valid entry, "CODE ... TIME" (CODE: 100 to 999 or "any"; TIME
- * alone: 200, 301 and 302, as nginx): its statuses into out (NULL: only
- * counted), how many into *n.  0, or -1 with why.
- */
-static int
-parse_valid(const char *s, struct config_valid *out, size_t *n,
-    const char **why)
-{
-	char word[32];
-	const char *p = s, *e;
-	int64_t ms = -1;
-	size_t len, k = 0, i;
-	int code;
-
-	*n = 0;
-	while (*p != '\0') {
-		while (*p == ' ' || *p == '\t')
-			p++;
-		for (e = p; *e != '\0' && *e != ' ' && *e != '\t'; e++)
-			;
-		if ((len = (size_t)(e - p)) == 0)
-			break;
-		if (ms >= 0 || len >= sizeof(word)) {
-			*why = "the time must come last";
-			return -1;
-		}
-		memcpy(word, p, len);
-		word[len] = '\0';
-		p = e;
-		if (strcmp(word, "any") == 0) {
-			code = CONFIG_VALID_ANY;
-		} else if (len == 3 && word[0] >= '1' && word[0] <= '9' &&
-		    word[1] >= '0' && word[1] <= '9' && word[2] >= '0' &&
-		    word[2] <= '9') {
-			code = atoi(word);
-		} else if (config_parse_time_ms(word, &ms) == 0) {
-			if (ms > 30 * (int64_t)DAY) {
-				*why = "the time must be at most 30d";
-				return -1;
-			}
-			continue;
-		} else {
-			*why = "a status is 3 digits (100 to 999) or \"any\"";
-			return -1;
-		}
-		if (out != NULL)
-			out[k].status = code;
-		k++;
-	}
-	if (ms < 0) {
-		*why = "the time is missing";
-		return -1;
-	}
-	if (k == 0) {
-		static const int dflt[] = { 200, 301, 302 };
-
-		for (; k < nitems(dflt); k++)
-			if (out != NULL)
-				out[k].status = dflt[k];
-	}
-	for (i = 0; out != NULL && i < k; i++)
-		out[i].ttl = ms / SEC;
-	*n = k;
-	return 0;
-}
-
-static int
-cb_valid(cfg_t *cfg, cfg_opt_t *opt, const char *value, void *result)
-{
-	const char *why = NULL;
-	size_t n;
-
-	(void)opt;
-	if (parse_valid(value, NULL, &n, &why) == -1) {
-		cfg_error(cfg, "invalid cache_valid \"%s\": %s (e.g. "
-		    "\"200 301 10m\", \"any 1m\")", value, why);
-		return -1;
-	}
-	*(const char **)result = value;
-	return 0;
-}
-
-/* Every cache_valid entry of a location, in order. */
-static void
-build_valid(cfg_t *ls, struct config_location *l)
-{
-	size_t i, k, n = 0, total = 0, cnt = cfg_size(ls, "cache_valid");
-	const char *why;
-
-	for (i = 0; i < cnt; i++)
-		if (parse_valid(cfg_getnstr(ls, "cache_valid", i), NULL, &k,
-		    &why) == 0)
-			total += k;
-	if (total == 0)
-		return;
-	if ((l->cache_valid = calloc(total, sizeof(*l->cache_valid))) ==
-	    NULL) {
-		ld->oom = true;
-		return;
-	}
-	for (i = 0; i < cnt; i++, n += k)
-		if (parse_valid(cfg_getnstr(ls, "cache_valid", i),
-		    l->cache_valid + n, &k, &why) == -1)
-			k = 0;
-	l->ncache_valid = n;
-}
-
-/* A numeric address, kept as inet_ntop() writes it, as clients are. */
-static int
-cb_purge(cfg_t *cfg, cfg_opt_t *opt, const char *value, void *result)
-{
-	unsigned char a[sizeof(struct in6_addr)];
-	int af = strchr(value, ':') != NULL ? AF_INET6 : AF_INET;
-
-	if (inet_pton(af, value, a) != 1 ||
-	    inet_ntop(af, a, ld->result, sizeof(ld->result)) == NULL) {
-		cfg_error(cfg, "%s \"%s\" is not a numeric address",
-		    opt->name, value);
-		return -1;
-	}
-	*(const char **)result = ld->result;
-	return 0;
-}
-
 /*
  * Remembers where an option was set, for checks made after parsing and
  * for the master's errors about the files an option names.
@@ -624,7 +421,7 @@ line_of(const char *name)
 	return opt == NULL ? 0 : ld->line[opt - ld->cfg->opts];
 }
 
-static int
+int
 validate_range(cfg_t *cfg, cfg_opt_t *opt)
 {
 	const struct range *r;
@@ -642,56 +439,6 @@ validate_range(cfg_t *cfg, cfg_opt_t *opt)
 	    format_value(lo, sizeof(lo), r->unit, r->min),
 	    format_value(hi, sizeof(hi), r->unit, r->max));
 	return -1;
-}
-
-static int
-validate_stripes(cfg_t *cfg, cfg_opt_t *opt)
-{
-	long v = cfg_opt_getnint(opt, 0);
-
-	if (validate_range(cfg, opt) == -1)
-		return -1;
-	if ((v & (v - 1)) != 0) {
-		cfg_error(cfg, "cache stripes must be a power of two, not %ld",
-		    v);
-		return -1;
-	}
-	return 0;
-}
-
-/* The store's size, and the end of its section: where a store that
- * cannot be made is reported (by corral -t and at start alike). */
-static int
-validate_cache_size(cfg_t *cfg, cfg_opt_t *opt)
-{
-	ld->cache_line = cfg->line;
-	return validate_range(cfg, opt);
-}
-
-static int
-validate_cache(cfg_t *cfg, cfg_opt_t *opt)
-{
-	if (ld->cache_line == 0)
-		ld->cache_line = cfg->line;
-	return 0;
-}
-
-static int
-validate_memcached(cfg_t *cfg, cfg_opt_t *opt)
-{
-	if (ld->mc_line != 0) {
-		cfg_error(cfg, "only one memcached section is allowed");
-		return -1;
-	}
-	ld->mc_line = cfg->line;
-	return 0;
-}
-
-static int
-validate_mc_max_item(cfg_t *cfg, cfg_opt_t *opt)
-{
-	ld->mc_max_item_line = cfg->line;
-	return validate_range(cfg, opt);
 }
 
 static bool
@@ -738,91 +485,6 @@ validate_server(cfg_t *cfg, cfg_opt_t *opt)
 			return -1;
 		}
 	}
-	return 0;
-}
-
-static int
-escape_of(const char *word)
-{
-	return strcmp(word, "default") == 0 ? LOG_ESC_DEFAULT :
-	    strcmp(word, "json") == 0 ? LOG_ESC_JSON :
-	    strcmp(word, "none") == 0 ? LOG_ESC_NONE : -1;
-}
-
-/* A log_format compiles, and does not redefine a built-in one. */
-static int
-validate_log_format(cfg_t *cfg, cfg_opt_t *opt)
-{
-	cfg_t *sec = cfg_opt_getnsec(opt, cfg_opt_size(opt) - 1);
-	const char *src = cfg_getstr(sec, "format");
-	struct log_format *f;
-	char err[160];
-	int esc;
-
-	for (size_t i = 0; i < log_format_nbuiltins; i++)
-		if (strcmp(cfg_title(sec), log_format_builtins[i].name) == 0) {
-			cfg_error(cfg, "log_format \"%s\" ending here is "
-			    "built in and cannot be redefined",
-			    cfg_title(sec));
-			return -1;
-		}
-	if (src == NULL) {
-		cfg_error(cfg, "log_format \"%s\" ending here has no format",
-		    cfg_title(sec));
-		return -1;
-	}
-	if ((esc = escape_of(cfg_getstr(sec, "escape"))) < 0) {
-		cfg_error(cfg, "log_format \"%s\": escape must be default, "
-		    "json or none", cfg_title(sec));
-		return -1;
-	}
-	if ((f = log_format_compile(src, esc, err, sizeof(err))) == NULL) {
-		cfg_error(cfg, "log_format \"%s\" ending here: %s",
-		    cfg_title(sec), err);
-		return -1;
-	}
-	log_format_free(f);
-	return 0;
-}
-
-/* Where a server's certificate or the tls section's ciphers were set. */
-static struct tls_lines *
-tls_lines_of(cfg_t *sec, bool add)
-{
-	struct tls_lines *t;
-	size_t i;
-
-	for (i = 0; i < ld->ntls_lines; i++)
-		if (ld->tls_lines[i].sec == sec)
-			return &ld->tls_lines[i];
-	if (!add)
-		return NULL;
-	t = realloc(ld->tls_lines, (i + 1) * sizeof(*t));
-	if (t == NULL)
-		return NULL;
-	ld->tls_lines = t;
-	ld->ntls_lines++;
-	memset(&t[i], 0, sizeof(t[i]));
-	t[i].sec = sec;
-	return &t[i];
-}
-
-static int
-validate_tls_line(cfg_t *cfg, cfg_opt_t *opt)
-{
-	struct tls_lines *t;
-
-	if (validate_nonempty(cfg, opt) == -1)
-		return -1;
-	if ((t = tls_lines_of(cfg, true)) == NULL) {
-		cfg_error(cfg, "out of memory");
-		return -1;
-	}
-	if (strcmp(opt->name, "tls_certificate") == 0 ||
-	    strcmp(opt->name, "ciphers") == 0)
-		t->cert = cfg->line;
-	else
-		t->key = cfg->line;
 	return 0;
 }
 
@@ -944,116 +606,7 @@ parse(cfg_t *cfg)
 	return rc == CFG_SUCCESS ? 0 : -1;
 }
 
-/* The index of a log format: built-in ones first, then the file's. */
-static int
-find_log_format(cfg_t *cfg, const char *name)
-{
-	size_t i;
-
-	for (i = 0; i < log_format_nbuiltins; i++)
-		if (strcmp(log_format_builtins[i].name, name) == 0)
-			return (int)i;
-	for (i = 0; i < cfg_size(cfg, "log_format"); i++)
-		if (strcmp(cfg_title(cfg_getnsec(cfg, "log_format", i)),
-		    name) == 0)
-			return (int)(log_format_nbuiltins + i);
-	return -1;
-}
-
-/* Every access_log_format names a format, defined anywhere in the file. */
-static void
-check_log_formats(cfg_t *cfg)
-{
-	const char *name;
-	cfg_t *sec;
-
-	for (size_t i = 0; i < cfg_size(cfg, "server") && !ld->failed; i++) {
-		sec = cfg_getnsec(cfg, "server", i);
-		name = cfg_getstr(sec, "access_log_format");
-		if (find_log_format(cfg, name) < 0)
-			fail(sec->line, "access_log_format \"%s\": no "
-			    "log_format has that name (built in: combined, "
-			    "common, timed, json)", name);
-	}
-}
-
-/*
- * A certificate needs its key and the other way round, and a TLS listener
- * needs some server with a certificate.  Whether the files hold what they
- * should is checked by the master when it loads them (master/tls_conf.c).
- */
-static void
-check_tls(cfg_t *cfg)
-{
-	struct tls_lines *t;
-	bool any = false;
-	cfg_t *sec;
-	unsigned i;
-
-	for (i = 0; i < cfg_size(cfg, "server") && !ld->failed; i++) {
-		sec = cfg_getnsec(cfg, "server", i);
-		t = tls_lines_of(sec, false);
-		if (t == NULL)
-			continue;
-		if (t->cert > 0 && t->key == 0)
-			fail(t->cert, "tls_certificate needs "
-			    "tls_certificate_key in the same server");
-		else if (t->key > 0 && t->cert == 0)
-			fail(t->key, "tls_certificate_key needs "
-			    "tls_certificate in the same server");
-		any = true;
-	}
-	if (!ld->failed && ld->tls_listen_line > 0 && !any)
-		fail(ld->tls_listen_line, "listen with \"tls\" needs a "
-		    "server with tls_certificate and tls_certificate_key");
-	if (!ld->failed && cfg_size(cfg_getsec(cfg, "tls"), "protocols") == 0)
-		fail(0, "tls protocols must name TLSv1.2, TLSv1.3 or both");
-}
-
 /* Checks that need the whole file; their options may come in any order. */
-/* cache l2 names a memcached group. */
-static void
-check_l2(cfg_t *cfg, cfg_t *cache)
-{
-	const char *name = cfg_getstr(cache, "l2");
-	int i = find_upstream(cfg, name);
-
-	if (i < 0)
-		fail(ld->cache_line, "cache l2 \"%s\": no upstream has that "
-		    "name", name);
-	else if (strcmp(cfg_getstr(cfg_getnsec(cfg, "upstream", (unsigned)i),
-	    "protocol"), "memcached") != 0)
-		fail(ld->cache_line, "cache l2 \"%s\": that upstream's "
-		    "protocol is not memcached", name);
-}
-
-/* The listener keeps its items in the store, with a small header. */
-static void
-check_memcached(cfg_t *cfg)
-{
-	cfg_t *mc = cfg_size(cfg, "memcached") ? cfg_getsec(cfg, "memcached") :
-	    NULL;
-	cfg_t *cache = cfg_getsec(cfg, "cache");
-	long max = mc ? cfg_getint(mc, "max_item") : 0;
-	long obj = cfg_getint(cache, "max_object");
-	char a[32], b[32];
-
-	if (cfg_getstr(cache, "l2") != NULL)
-		check_l2(cfg, cache);
-	if (mc == NULL || ld->failed)
-		return;
-	if (cfg_size(mc, "listen") == 0)
-		fail(ld->mc_line, "memcached listen needs at least one address");
-	else if (cfg_getint(cache, "size") == 0)
-		fail(ld->mc_line, "memcached keeps its items in the cache: "
-		    "cache size must not be 0");
-	else if (max > 0 && max + MC_ITEM_OVERHEAD > obj)
-		fail(ld->mc_max_item_line, "memcached max_item (%s) must be "
-		    "at most cache max_object (%s) less %d bytes",
-		    format_value(a, sizeof(a), U_SIZE, max),
-		    format_value(b, sizeof(b), U_SIZE, obj), MC_ITEM_OVERHEAD);
-}
-
 static int
 check(cfg_t *cfg)
 {
@@ -1111,27 +664,6 @@ stats_file_path(const char *s, const char *pid_file)
 		return NULL;
 	}
 	return copy(ld->tmp);
-}
-
-static void
-build_location_cache(cfg_t *ls, struct config_location *l)
-{
-	size_t i;
-
-	l->cache = cfg_getbool(ls, "cache");
-	l->cache_ttl = cfg_getint(ls, "cache_ttl") / SEC;
-	build_valid(ls, l);
-	l->cache_cdn_control = cfg_getbool(ls, "cache_cdn_control");
-	l->cache_lock = cfg_getbool(ls, "cache_lock");
-	l->cache_lock_timeout_ms = cfg_getint(ls, "cache_lock_timeout");
-	l->cache_pass_ttl_ms = cfg_getint(ls, "cache_pass_ttl");
-	l->cache_grace = cfg_getint(ls, "cache_grace") / SEC;
-	l->x_cache = cfg_getbool(ls, "x_cache");
-	for (i = 0; i < cfg_size(ls, "cache_stale"); i++)
-		l->cache_stale |= stale_bit(cfg_getnstr(ls, "cache_stale", i));
-	l->purge_allow = copy_list(ls, "purge_allow", &l->npurge_allow);
-	l->status = cfg_getbool(ls, "status");
-	l->status_allow = copy_list(ls, "status_allow", &l->nstatus_allow);
 }
 
 /* In the order written: regex locations are tried in that order. */
@@ -1202,103 +734,6 @@ build_server(cfg_t *sec, struct config *cf, struct config_server *s)
 		s->tls_certificate_line = t->cert;
 		s->tls_certificate_key_line = t->key;
 	}
-}
-
-static void
-build_tls(cfg_t *sec, struct config_tls *t)
-{
-	struct tls_lines *lines = tls_lines_of(sec, false);
-
-	for (unsigned i = 0; i < cfg_size(sec, "protocols"); i++)
-		t->protocols |= protocol_bit(cfg_getnstr(sec, "protocols", i));
-	t->ciphers = copy(cfg_getstr(sec, "ciphers"));
-	t->ciphersuites = copy(cfg_getstr(sec, "ciphersuites"));
-	t->ciphers_line = lines ? lines->cert : 0;
-	t->ciphersuites_line = lines ? lines->key : 0;
-	t->session_cache = cfg_getbool(sec, "session_cache");
-	t->session_cache_size = cfg_getint(sec, "session_cache_size");
-	t->session_timeout_ms = cfg_getint(sec, "session_timeout");
-	t->session_tickets = cfg_getbool(sec, "session_tickets");
-	t->ticket_key_rotate_ms = cfg_getint(sec, "ticket_key_rotate");
-	t->handshake_timeout_ms = cfg_getint(sec, "handshake_timeout");
-	t->ktls = cfg_getbool(sec, "ktls");
-	t->listen_line = ld->tls_listen_line;
-}
-
-/* Built-in formats, then the file's, each compiled once for the workers. */
-static void
-build_log_formats(cfg_t *cfg, struct config *cf)
-{
-	size_t i, n = log_format_nbuiltins + cfg_size(cfg, "log_format");
-	struct config_log_format *f;
-	char err[160];
-	cfg_t *sec;
-
-	cf->log_flush_ms = cfg_getint(cfg, "log_flush");
-	if ((cf->log_formats = calloc(n, sizeof(*cf->log_formats))) == NULL) {
-		ld->oom = true;
-		return;
-	}
-	cf->nlog_formats = n;
-	for (i = 0; i < n; i++) {
-		f = &cf->log_formats[i];
-		if (i < log_format_nbuiltins) {
-			f->name = copy(log_format_builtins[i].name);
-			f->fmt = log_format_compile(log_format_builtins[i].src,
-			    log_format_builtins[i].esc, err, sizeof(err));
-		} else {
-			sec = cfg_getnsec(cfg, "log_format",
-			    i - log_format_nbuiltins);
-			f->name = copy(cfg_title(sec));
-			f->fmt = log_format_compile(cfg_getstr(sec, "format"),
-			    escape_of(cfg_getstr(sec, "escape")), err,
-			    sizeof(err));
-		}
-		if (f->fmt == NULL)
-			ld->oom = true;	/* validated: only memory fails */
-	}
-}
-
-static void
-build_memcached(cfg_t *cfg, struct config_memcached *m)
-{
-	cfg_t *sec;
-	size_t i;
-
-	if (cfg_size(cfg, "memcached") == 0)
-		return;
-	sec = cfg_getsec(cfg, "memcached");
-	m->nlisten = cfg_size(sec, "listen");
-	m->listen = calloc(m->nlisten, sizeof(*m->listen));
-	if (m->listen == NULL) {
-		ld->oom = true;
-		m->nlisten = 0;
-		return;
-	}
-	for (i = 0; i < m->nlisten; i++)
-		m->listen[i] = *(struct config_peer *)cfg_getnptr(sec,
-		    "listen", (unsigned)i);
-	m->max_item = cfg_getint(sec, "max_item");
-	m->allow_flush = cfg_getbool(sec, "allow_flush");
-	m->idle_timeout_ms = cfg_getint(sec, "idle_timeout");
-	m->line = ld->mc_line;
-}
-
-static void
-build_cache(cfg_t *sec, struct config_cache *c)
-{
-	c->path = copy_path(cfg_getstr(sec, "path"), "off");
-	c->path_line = opt_line(sec, "path");
-	c->size = cfg_getint(sec, "size");
-	c->stripes = cfg_getint(sec, "stripes");
-	c->max_object = cfg_getint(sec, "max_object");
-	c->file_max = cfg_getint(sec, "file_max");
-	c->file_copy_max = cfg_getint(sec, "file_copy_max");
-	c->persist = cfg_getbool(sec, "persist");
-	c->l2 = cfg_getstr(sec, "l2") != NULL ?
-	    find_upstream(ld->cfg, cfg_getstr(sec, "l2")) : -1;
-	c->l2_timeout_ms = cfg_getint(sec, "l2_timeout");
-	c->line = ld->cache_line;
 }
 
 static void

@@ -4,7 +4,8 @@
  * (errors with their file and line), config_value.c (units, paths, media
  * types), config_listen.c (listen addresses), config_realip.c (real_ip_*),
  * config_upstream.c (upstreams and what locations send them),
- * config_site.c (what a server and its locations may set) and
+ * config_cache.c (the cache and memcached), config_tls.c, config_log.c
+ * (log_format), config_site.c (what a server and its locations may set) and
  * config_include.c (include() and the map of output lines back to
  * files).  Nothing else includes it.
  */
@@ -102,6 +103,8 @@ extern struct loader *ld;
  * for the master's errors about the files an option names.
  */
 void note_line(cfg_t *cfg, cfg_opt_t *opt);
+/* A number within its entry of the table of ranges. */
+int validate_range(cfg_t *cfg, cfg_opt_t *opt);
 
 /* config_error.c */
 /* Errors with an output line (mapped back to its file), or 0 for none. */
@@ -188,6 +191,41 @@ void build_upstream(cfg_t *sec, struct config_upstream *u);
 void build_proxy_headers(cfg_t *ls, struct config_location *l);
 struct config_fastcgi *build_fastcgi(cfg_t *ls);
 void free_fastcgi(struct config_fastcgi *f);
+
+/* config_cache.c */
+int cb_stale(cfg_t *cfg, cfg_opt_t *opt, const char *value, void *result);
+int cb_valid(cfg_t *cfg, cfg_opt_t *opt, const char *value, void *result);
+/* A numeric address, as purge_allow and status_allow take them. */
+int cb_purge(cfg_t *cfg, cfg_opt_t *opt, const char *value, void *result);
+int validate_cache(cfg_t *cfg, cfg_opt_t *opt);
+int validate_cache_size(cfg_t *cfg, cfg_opt_t *opt);
+int validate_stripes(cfg_t *cfg, cfg_opt_t *opt);
+int validate_memcached(cfg_t *cfg, cfg_opt_t *opt);
+int validate_mc_max_item(cfg_t *cfg, cfg_opt_t *opt);
+/* cache l2 names a memcached upstream; memcached fits in the store. */
+void check_memcached(cfg_t *cfg);
+void build_location_cache(cfg_t *ls, struct config_location *l);
+void build_cache(cfg_t *sec, struct config_cache *c);
+void build_memcached(cfg_t *cfg, struct config_memcached *m);
+
+/* config_tls.c */
+int cb_tls_protocol(cfg_t *cfg, cfg_opt_t *opt, const char *value,
+    void *result);
+/* Notes where a certificate, its key, ciphers or ciphersuites were set. */
+int validate_tls_line(cfg_t *cfg, cfg_opt_t *opt);
+/* Where a server's certificate or the tls section's ciphers were set. */
+struct tls_lines *tls_lines_of(cfg_t *sec, bool add);
+/* A certificate has its key; a TLS listener has a certificate. */
+void check_tls(cfg_t *cfg);
+void build_tls(cfg_t *sec, struct config_tls *t);
+
+/* config_log.c */
+int validate_log_format(cfg_t *cfg, cfg_opt_t *opt);
+/* The index of a log format: built-in ones first, then the file's. */
+int find_log_format(cfg_t *cfg, const char *name);
+/* Every access_log_format names a format, defined anywhere in the file. */
+void check_log_formats(cfg_t *cfg);
+void build_log_formats(cfg_t *cfg, struct config *cf);
 
 /* config_include.c: the file with its includes expanded and comments
  * blanked; NULL after fail(). */
