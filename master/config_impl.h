@@ -3,6 +3,7 @@
  * table, config_load(): parse, check, build, free), config_error.c
  * (errors with their file and line), config_value.c (units, paths, media
  * types), config_listen.c (listen addresses), config_realip.c (real_ip_*),
+ * config_server.c (a server's names, root and locations),
  * config_upstream.c (upstreams and what locations send them),
  * config_cache.c (the cache and memcached), config_tls.c, config_log.c
  * (log_format), config_site.c (what a server and its locations may set) and
@@ -166,6 +167,16 @@ int cb_cidr(cfg_t *cfg, cfg_opt_t *opt, const char *value, void *result);
 int cb_real_ip_header(cfg_t *cfg, cfg_opt_t *opt, const char *value,
     void *result);
 void build_real_ip(cfg_t *cfg, struct config *cf);
+
+/* config_server.c */
+int cb_server_name(cfg_t *cfg, cfg_opt_t *opt, const char *value,
+    void *result);
+int cb_root(cfg_t *cfg, cfg_opt_t *opt, const char *value, void *result);
+int cb_alias(cfg_t *cfg, cfg_opt_t *opt, const char *value, void *result);
+int cb_index(cfg_t *cfg, cfg_opt_t *opt, const char *value, void *result);
+/* When a server section closes: a root, and names not used twice. */
+int validate_server(cfg_t *cfg, cfg_opt_t *opt);
+void build_server(cfg_t *sec, struct config *cf, struct config_server *s);
 
 /* config_upstream.c */
 int cb_peer(cfg_t *cfg, cfg_opt_t *opt, const char *value, void *result);
