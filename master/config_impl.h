@@ -1,14 +1,20 @@
 /*
- * Inside the config loader, shared by its files: config.c (the option
- * table, config_load(): parse, check, build, free), config_error.c
- * (errors with their file and line), config_value.c (units, paths, media
- * types), config_listen.c (listen addresses), config_realip.c (real_ip_*),
- * config_server.c (a server's names, root and locations),
- * config_upstream.c (upstreams and what locations send them),
- * config_cache.c (the cache and memcached), config_tls.c, config_log.c
- * (log_format), config_site.c (what a server and its locations may set) and
- * config_include.c (include() and the map of output lines back to
- * files).  Nothing else includes it.
+ * Inside the config loader, shared by its files; nothing else includes it.
+ *
+ *   config.c           the option tables; config_load(): parse, check,
+ *                      build, free
+ *   config_error.c     errors and warnings with their file and line
+ *   config_value.c     units, paths, host names, media types
+ *   config_include.c   include() and the map of output lines to files
+ *   config_listen.c    listen addresses, what to bind
+ *   config_realip.c    real_ip_from, real_ip_header
+ *   config_server.c    a server's names, root, index, locations
+ *   config_upstream.c  upstreams, and what locations send them
+ *   config_cache.c     the cache and memcached sections, location caching
+ *   config_tls.c       TLS protocols, certificates, ciphers
+ *   config_log.c       log_format
+ *   config_site.c      what a server and its locations may set
+ *   config_access.c    allow, deny, auth_basic, max_body_size, limits
  */
 #ifndef CORRAL_CONFIG_IMPL_H
 #define CORRAL_CONFIG_IMPL_H
@@ -263,8 +269,6 @@ void include_free(void);
 	CFG_BOOL("dotfiles", cfg_false, CFGF_NODEFAULT),		\
 	CFG_BOOL("gzip_static", cfg_false, CFGF_NODEFAULT)
 
-extern cfg_opt_t site_limit_zone_opts[];
-
 /* Validators of the site options, for "server|..." and
  * "server|location|...". */
 /* A regular expression compiled (and JIT-compiled) once, in the master;
@@ -274,16 +278,44 @@ void *config_regex(const char *re, int *captures, char *err,
 void config_regex_free(void *re);
 
 void site_set_validators(cfg_t *cfg);
+/* Checks that s compiles; used where the value is built later. */
+int check_tmpl(cfg_t *cfg, const char *what, const char *s, int captures);
+/* The value set in the location, else in the server, else NULL. */
+cfg_opt_t *inherited(cfg_t *ls, cfg_t *srv, const char *name);
+/* Which scope set name: ls, srv, or NULL. */
+cfg_t *setter(cfg_t *ls, cfg_t *srv, const char *name);
 /* Checks that need the whole file (zone names). */
 void site_check(cfg_t *cfg);
 /* Builds the server's own settings and its locations. */
 void site_build_server(cfg_t *cfg, cfg_t *sec, struct config *cf,
     struct config_server *s);
-/* Builds limit zones and what the servers share. */
-void site_build(cfg_t *cfg, struct config *cf);
 void site_free(struct config *cf);
 
 /* A location's own fields (not the proxy's). */
 void site_free_location(struct config_location *l);
+
+/* config_access.c */
+extern cfg_opt_t site_limit_zone_opts[];
+
+int validate_acl(cfg_t *cfg, cfg_opt_t *opt);
+int validate_auth(cfg_t *cfg, cfg_opt_t *opt);
+int validate_user_file(cfg_t *cfg, cfg_opt_t *opt);
+int validate_body_size(cfg_t *cfg, cfg_opt_t *opt);
+int validate_limit_req(cfg_t *cfg, cfg_opt_t *opt);
+int validate_limit_conn(cfg_t *cfg, cfg_opt_t *opt);
+int validate_zone(cfg_t *cfg, cfg_opt_t *opt);
+/* "ZONE [burst=N] [nodelay]" */
+int parse_limit_req(const char *v, char *zone, size_t zlen, int *burst,
+    bool *nodelay);
+/* "ZONE N", or "N" with the zone of the scope's limit_req. */
+int parse_limit_conn(const char *v, char *zone, size_t zlen, int *max);
+/* The index of the limit_zone called name, or -1. */
+int find_zone(cfg_t *cfg, const char *name);
+void htpasswd_free(struct config_htpasswd *h);
+/* A scope's allow and deny, auth_basic, max_body_size and limits. */
+void build_access(cfg_t *cfg, cfg_t *ls, cfg_t *srv, struct config *cf,
+    struct config_location *l);
+/* Builds limit zones and what the servers share. */
+void site_build(cfg_t *cfg, struct config *cf);
 
 #endif
