@@ -273,7 +273,7 @@ static cfg_opt_t opts[] = {
 #define NOPTS	nitems(opts)
 _Static_assert(NOPTS <= OPTS_MAX, "loader.line is too small");
 
-struct loader *ld;
+struct loader *loading;
 
 /*
  * Remembers where an option was set, for checks made after parsing and
@@ -282,20 +282,20 @@ struct loader *ld;
 void
 note_line(cfg_t *cfg, cfg_opt_t *opt)
 {
-	if (cfg == ld->cfg && opt >= cfg->opts && opt < cfg->opts + NOPTS) {
-		ld->line[opt - cfg->opts] = cfg->line;
+	if (cfg == loading->cfg && opt >= cfg->opts && opt < cfg->opts + NOPTS) {
+		loading->line[opt - cfg->opts] = cfg->line;
 		return;
 	}
-	if (cfg != ld->cfg)
+	if (cfg != loading->cfg)
 		opt_line_note(cfg, opt->name, cfg->line);
 }
 
 static int
 line_of(const char *name)
 {
-	cfg_opt_t *opt = cfg_getopt(ld->cfg, name);
+	cfg_opt_t *opt = cfg_getopt(loading->cfg, name);
 
-	return opt == NULL ? 0 : ld->line[opt - ld->cfg->opts];
+	return opt == NULL ? 0 : loading->line[opt - loading->cfg->opts];
 }
 
 int
@@ -380,18 +380,18 @@ locate(const char *path)
 	struct stat st;
 
 	if (stat(path, &st) == -1) {
-		fail(0, "%s", strerror(errno));
+		cf_fail(0, "%s", strerror(errno));
 		return -1;
 	}
 	if (!S_ISREG(st.st_mode)) {
-		fail(0, "not a regular file");
+		cf_fail(0, "not a regular file");
 		return -1;
 	}
 	strcpy(dir, ".");
 	if (slash != NULL) {
 		base = slash + 1;
 		if ((size_t)(slash - path) >= sizeof(dir)) {
-			fail(0, "path too long");
+			cf_fail(0, "path too long");
 			return -1;
 		}
 		memcpy(dir, path, slash - path);
@@ -399,12 +399,12 @@ locate(const char *path)
 		if (slash == path)
 			strcpy(dir, "/");
 	}
-	if (realpath(dir, ld->dir) == NULL) {
-		fail(0, "%s", strerror(errno));
+	if (realpath(dir, loading->dir) == NULL) {
+		cf_fail(0, "%s", strerror(errno));
 		return -1;
 	}
-	if (join_path(ld->file, sizeof(ld->file), ld->dir, base) == -1) {
-		fail(0, "path too long");
+	if (join_path(loading->file, sizeof(loading->file), loading->dir, base) == -1) {
+		cf_fail(0, "path too long");
 		return -1;
 	}
 	return 0;
@@ -418,7 +418,7 @@ parse(cfg_t *cfg)
 	FILE *fp;
 	int rc;
 
-	if ((text = include_expand(ld->path, &len)) == NULL)
+	if ((text = include_expand(loading->path, &len)) == NULL)
 		return -1;
 	if (len == 0)
 		rc = CFG_SUCCESS;
@@ -430,9 +430,9 @@ parse(cfg_t *cfg)
 	}
 	free(text);
 	if (rc == CFG_FILE_ERROR)
-		fail(0, "%s", strerror(errno));
+		cf_fail(0, "%s", strerror(errno));
 	else if (rc != CFG_SUCCESS)
-		fail(0, "could not be parsed");
+		cf_fail(0, "could not be parsed");
 	return rc == CFG_SUCCESS ? 0 : -1;
 }
 
@@ -446,30 +446,30 @@ check(cfg_t *cfg)
 	int l1 = line_of("max_request_line"), l2 = line_of("max_header_size");
 
 	if (cfg_size(cfg, "server") == 0)
-		fail(0, "no server section; at least one is required");
+		cf_fail(0, "no server section; at least one is required");
 	else if (cfg_size(cfg, "listen") == 0)
-		fail(0, "listen needs at least one address");
+		cf_fail(0, "listen needs at least one address");
 	else if (cfg_getstr(cfg, "group") != NULL &&
 	    cfg_getstr(cfg, "user") == NULL)
-		fail(line_of("group"), "group is set but user is not");
+		cf_fail(line_of("group"), "group is set but user is not");
 	else if (hdr < req)
-		fail(l1 > l2 ? l1 : l2, "max_header_size (%s) must be at "
+		cf_fail(l1 > l2 ? l1 : l2, "max_header_size (%s) must be at "
 		    "least max_request_line (%s)",
 		    format_value(a, sizeof(a), U_SIZE, hdr),
 		    format_value(b, sizeof(b), U_SIZE, req));
-	if (!ld->failed)
+	if (!loading->failed)
 		check_proxies(cfg);
-	if (!ld->failed)
+	if (!loading->failed)
 		check_log_formats(cfg);
-	if (!ld->failed)
+	if (!loading->failed)
 		check_tls(cfg);
-	if (!ld->failed)
+	if (!loading->failed)
 		check_memcached(cfg);
-	if (!ld->failed)
+	if (!loading->failed)
 		site_check(cfg);
-	if (!ld->failed)
+	if (!loading->failed)
 		check_listen(cfg);
-	return ld->failed ? -1 : 0;
+	return loading->failed ? -1 : 0;
 }
 
 /*
@@ -488,12 +488,12 @@ stats_file_path(const char *s, const char *pid_file)
 	n = strlen(pid_file);
 	if (n > 4 && strcmp(pid_file + n - 4, ".pid") == 0)
 		n -= 4;
-	if (snprintf(ld->tmp, sizeof(ld->tmp), "%.*s.stats", (int)n,
-	    pid_file) >= (int)sizeof(ld->tmp)) {
-		fail(0, "path too long: %s", pid_file);
+	if (snprintf(loading->tmp, sizeof(loading->tmp), "%.*s.stats", (int)n,
+	    pid_file) >= (int)sizeof(loading->tmp)) {
+		cf_fail(0, "path too long: %s", pid_file);
 		return NULL;
 	}
-	return copy(ld->tmp);
+	return cf_copy(loading->tmp);
 }
 
 static void
@@ -501,7 +501,7 @@ build(cfg_t *cfg, struct config *cf)
 {
 	size_t i;
 
-	cf->file = copy(ld->file);
+	cf->file = cf_copy(loading->file);
 	cf->workers = cfg_getint(cfg, "workers");
 	if (cf->workers == WORKERS_AUTO)
 		cf->workers = online_cpus();
@@ -513,8 +513,8 @@ build(cfg_t *cfg, struct config *cf)
 	    cf->pid_file);
 	cf->stats_file_line = line_of("stats_file") ? line_of("stats_file") :
 	    line_of("pid_file");
-	cf->user = copy(cfg_getstr(cfg, "user"));
-	cf->group = copy(cfg_getstr(cfg, "group"));
+	cf->user = cf_copy(cfg_getstr(cfg, "user"));
+	cf->group = cf_copy(cfg_getstr(cfg, "group"));
 	cf->lines.error_log = line_of("error_log");
 	cf->lines.pid_file = line_of("pid_file");
 	cf->lines.user = line_of("user");
@@ -533,7 +533,7 @@ build(cfg_t *cfg, struct config *cf)
 	cf->max_body_size = cfg_getint(cfg, "max_body_size");
 	cf->client_body_buffer_size = cfg_getint(cfg,
 	    "client_body_buffer_size");
-	cf->client_body_temp_path = copy(cfg_getstr(cfg,
+	cf->client_body_temp_path = cf_copy(cfg_getstr(cfg,
 	    "client_body_temp_path"));
 	cf->keepalive_requests = cfg_getint(cfg, "keepalive_requests");
 	cf->keepalive_timeout_ms = cfg_getint(cfg, "keepalive_timeout");
@@ -547,7 +547,7 @@ build(cfg_t *cfg, struct config *cf)
 	build_real_ip(cfg, cf);
 	cf->sendfile = cfg_getbool(cfg, "sendfile");
 	cf->mime_types = copy_path(cfg_getstr(cfg, "mime_types"), "builtin");
-	cf->default_type = copy(cfg_getstr(cfg, "default_type"));
+	cf->default_type = cf_copy(cfg_getstr(cfg, "default_type"));
 	cf->max_ranges = cfg_getint(cfg, "max_ranges");
 	cf->gzip = cfg_getbool(cfg, "gzip");
 	cf->gzip_types = copy_list(cfg, "gzip_types", &cf->ngzip_types);
@@ -569,14 +569,14 @@ build(cfg_t *cfg, struct config *cf)
 	cf->nupstreams = cfg_size(cfg, "upstream");
 	if (cf->nupstreams > 0 && (cf->upstreams = calloc(cf->nupstreams,
 	    sizeof(*cf->upstreams))) == NULL)
-		ld->oom = true;
+		loading->oom = true;
 	for (i = 0; cf->upstreams != NULL && i < cf->nupstreams; i++)
 		build_upstream(cfg_getnsec(cfg, "upstream", i),
 		    &cf->upstreams[i]);
 
 	cf->nservers = cfg_size(cfg, "server");
 	if ((cf->servers = calloc(cf->nservers, sizeof(*cf->servers))) == NULL)
-		ld->oom = true;
+		loading->oom = true;
 	for (i = 0; cf->servers != NULL && i < cf->nservers; i++)
 		build_server(cfg_getnsec(cfg, "server", i), cf,
 		    &cf->servers[i]);
@@ -602,12 +602,12 @@ config_load(const char *path, char *err, size_t errlen)
 	l->path = path;
 	l->err = err;
 	l->errlen = errlen;
-	ld = l;
+	loading = l;
 	if (locate(path) == -1)
 		goto out;
 	if ((cfg = cfg_init(opts, CFGF_NONE)) == NULL ||
 	    (cfg->filename = strdup(path)) == NULL) {
-		fail(0, "out of memory");
+		cf_fail(0, "out of memory");
 		goto out;
 	}
 	l->cfg = cfg;
@@ -619,7 +619,7 @@ config_load(const char *path, char *err, size_t errlen)
 	if ((cf = calloc(1, sizeof(*cf))) != NULL)
 		build(cfg, cf);
 	if (cf == NULL || l->oom || l->failed) {
-		fail(0, "out of memory");
+		cf_fail(0, "out of memory");
 		config_free(cf);
 		cf = NULL;
 	} else {
@@ -635,7 +635,7 @@ out:
 	if (cfg != NULL)
 		cfg_free(cfg);
 	include_free();
-	ld = NULL;
+	loading = NULL;
 	free(l->tls_lines);
 	free(l);
 	return cf;

@@ -227,7 +227,7 @@ validate_user_file(cfg_t *cfg, cfg_opt_t *opt)
 	struct config_htpasswd h;
 	char path[PATH_MAX], err[PATH_MAX + 256];
 
-	if (join_path(path, sizeof(path), ld->dir, cfg_opt_getnstr(opt, 0)) ==
+	if (join_path(path, sizeof(path), loading->dir, cfg_opt_getnstr(opt, 0)) ==
 	    -1 || htpasswd_read(path, &h, err, sizeof(err)) == -1) {
 		cfg_error(cfg, "%s", err);
 		return -1;
@@ -378,11 +378,11 @@ validate_zone(cfg_t *cfg, cfg_opt_t *opt)
 		    cfg_title(sec));
 		return -1;
 	}
-	return check_tmpl(cfg, "limit_zone key", cfg_getstr(sec, "key"), 0);
+	return cf_check_tmpl(cfg, "limit_zone key", cfg_getstr(sec, "key"), 0);
 }
 
 int
-find_zone(cfg_t *cfg, const char *name)
+cf_find_zone(cfg_t *cfg, const char *name)
 {
 	for (unsigned int i = 0; i < cfg_size(cfg, "limit_zone"); i++)
 		if (strcmp(cfg_title(cfg_getnsec(cfg, "limit_zone", i)), name)
@@ -398,23 +398,23 @@ htpasswd_index(struct config *cf, const char *file, int line)
 	char path[PATH_MAX], err[PATH_MAX + 256];
 	size_t i;
 
-	if (join_path(path, sizeof(path), ld->dir, file) == -1) {
-		fail(line, "auth_basic_user_file: path too long");
+	if (join_path(path, sizeof(path), loading->dir, file) == -1) {
+		cf_fail(line, "auth_basic_user_file: path too long");
 		return -1;
 	}
 	for (i = 0; i < cf->nhtpasswd; i++)
 		if (strcmp(cf->htpasswd[i].path, path) == 0)
 			return (int)i;
 	if (htpasswd_read(path, &h, err, sizeof(err)) == -1) {
-		fail(line, "%s", err);
+		cf_fail(line, "%s", err);
 		return -1;
 	}
 	v = realloc(cf->htpasswd, (cf->nhtpasswd + 1) * sizeof(*v));
-	if (v == NULL || (h.path = copy(path)) == NULL) {
+	if (v == NULL || (h.path = cf_copy(path)) == NULL) {
 		if (v != NULL)
 			cf->htpasswd = v;
 		htpasswd_free(&h);
-		ld->oom = true;
+		loading->oom = true;
 		return -1;
 	}
 	cf->htpasswd = v;
@@ -425,7 +425,7 @@ htpasswd_index(struct config *cf, const char *file, int line)
 static void
 build_acl(cfg_t *ls, cfg_t *srv, struct config_location *l)
 {
-	cfg_t *sa = setter(ls, srv, "allow"), *sd = setter(ls, srv, "deny");
+	cfg_t *sa = cf_setter(ls, srv, "allow"), *sd = cf_setter(ls, srv, "deny");
 	cfg_opt_t *first, *second;
 	size_t n = 0, i;
 
@@ -454,7 +454,7 @@ build_acl(cfg_t *ls, cfg_t *srv, struct config_location *l)
 	l->nacl = (first ? cfg_opt_size(first) : 0) +
 	    (second ? cfg_opt_size(second) : 0);
 	if ((l->acl = calloc(l->nacl, sizeof(*l->acl))) == NULL) {
-		ld->oom = true;
+		loading->oom = true;
 		l->nacl = 0;
 		return;
 	}
@@ -478,27 +478,27 @@ build_access(cfg_t *cfg, cfg_t *ls, cfg_t *srv, struct config *cf,
 
 	build_acl(ls, srv, l);
 	l->auth_file = -1;
-	if ((o = inherited(ls, srv, "auth_basic")) != NULL &&
+	if ((o = cf_inherited(ls, srv, "auth_basic")) != NULL &&
 	    strcmp(cfg_opt_getnstr(o, 0), "off") != 0 &&
-	    (sec = setter(ls, srv, "auth_basic_user_file")) != NULL) {
-		l->auth_realm = copy(cfg_opt_getnstr(o, 0));
+	    (sec = cf_setter(ls, srv, "auth_basic_user_file")) != NULL) {
+		l->auth_realm = cf_copy(cfg_opt_getnstr(o, 0));
 		l->auth_file = htpasswd_index(cf, cfg_getstr(sec,
 		    "auth_basic_user_file"), opt_line(sec,
 		    "auth_basic_user_file"));
 	}
 	l->max_body_size = cf->max_body_size;
-	if ((o = inherited(ls, srv, "max_body_size")) != NULL &&
+	if ((o = cf_inherited(ls, srv, "max_body_size")) != NULL &&
 	    parse_scaled_size(cfg_opt_getnstr(o, 0), &size) == 0)
 		l->max_body_size = size;
 	l->limit_req_zone = l->limit_conn_zone = -1;
-	if ((o = inherited(ls, srv, "limit_req")) != NULL &&
+	if ((o = cf_inherited(ls, srv, "limit_req")) != NULL &&
 	    parse_limit_req(cfg_opt_getnstr(o, 0), zone, sizeof(zone),
 	    &l->limit_req_burst, &l->limit_req_nodelay) == 0)
-		l->limit_req_zone = find_zone(cfg, zone);
-	if ((o = inherited(ls, srv, "limit_conn")) != NULL &&
+		l->limit_req_zone = cf_find_zone(cfg, zone);
+	if ((o = cf_inherited(ls, srv, "limit_conn")) != NULL &&
 	    parse_limit_conn(cfg_opt_getnstr(o, 0), zone, sizeof(zone),
 	    &l->limit_conn) == 0)
-		l->limit_conn_zone = zone[0] ? find_zone(cfg, zone) :
+		l->limit_conn_zone = zone[0] ? cf_find_zone(cfg, zone) :
 		    l->limit_req_zone;
 }
 
@@ -514,7 +514,7 @@ site_build(cfg_t *cfg, struct config *cf)
 		return;
 	cf->limit_zones = calloc(cf->nlimit_zones, sizeof(*z));
 	if (cf->limit_zones == NULL) {
-		ld->oom = true;
+		loading->oom = true;
 		cf->nlimit_zones = 0;
 		return;
 	}
@@ -522,12 +522,12 @@ site_build(cfg_t *cfg, struct config *cf)
 		cfg_t *sec = cfg_getnsec(cfg, "limit_zone", (unsigned)i);
 
 		z = &cf->limit_zones[i];
-		z->name = copy(cfg_title(sec));
+		z->name = cf_copy(cfg_title(sec));
 		z->key = vars_compile(cfg_getstr(sec, "key"), 0, err,
 		    sizeof(err));
 		z->rate_milli = (uint64_t)cfg_getint(sec, "rate");
 		z->status = (int)cfg_getint(sec, "status");
 		if (z->key == NULL)
-			ld->oom = true;
+			loading->oom = true;
 	}
 }

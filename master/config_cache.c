@@ -146,7 +146,7 @@ build_valid(cfg_t *ls, struct config_location *l)
 		return;
 	if ((l->cache_valid = calloc(total, sizeof(*l->cache_valid))) ==
 	    NULL) {
-		ld->oom = true;
+		loading->oom = true;
 		return;
 	}
 	for (i = 0; i < cnt; i++, n += k)
@@ -164,12 +164,12 @@ cb_purge(cfg_t *cfg, cfg_opt_t *opt, const char *value, void *result)
 	int af = strchr(value, ':') != NULL ? AF_INET6 : AF_INET;
 
 	if (inet_pton(af, value, a) != 1 ||
-	    inet_ntop(af, a, ld->result, sizeof(ld->result)) == NULL) {
+	    inet_ntop(af, a, loading->result, sizeof(loading->result)) == NULL) {
 		cfg_error(cfg, "%s \"%s\" is not a numeric address",
 		    opt->name, value);
 		return -1;
 	}
-	*(const char **)result = ld->result;
+	*(const char **)result = loading->result;
 	return 0;
 }
 
@@ -193,33 +193,33 @@ validate_stripes(cfg_t *cfg, cfg_opt_t *opt)
 int
 validate_cache_size(cfg_t *cfg, cfg_opt_t *opt)
 {
-	ld->cache_line = cfg->line;
+	loading->cache_line = cfg->line;
 	return validate_range(cfg, opt);
 }
 
 int
 validate_cache(cfg_t *cfg, cfg_opt_t *opt)
 {
-	if (ld->cache_line == 0)
-		ld->cache_line = cfg->line;
+	if (loading->cache_line == 0)
+		loading->cache_line = cfg->line;
 	return 0;
 }
 
 int
 validate_memcached(cfg_t *cfg, cfg_opt_t *opt)
 {
-	if (ld->mc_line != 0) {
+	if (loading->mc_line != 0) {
 		cfg_error(cfg, "only one memcached section is allowed");
 		return -1;
 	}
-	ld->mc_line = cfg->line;
+	loading->mc_line = cfg->line;
 	return 0;
 }
 
 int
 validate_mc_max_item(cfg_t *cfg, cfg_opt_t *opt)
 {
-	ld->mc_max_item_line = cfg->line;
+	loading->mc_max_item_line = cfg->line;
 	return validate_range(cfg, opt);
 }
 
@@ -231,11 +231,11 @@ check_l2(cfg_t *cfg, cfg_t *cache)
 	int i = find_upstream(cfg, name);
 
 	if (i < 0)
-		fail(ld->cache_line, "cache l2 \"%s\": no upstream has that "
+		cf_fail(loading->cache_line, "cache l2 \"%s\": no upstream has that "
 		    "name", name);
 	else if (strcmp(cfg_getstr(cfg_getnsec(cfg, "upstream", (unsigned)i),
 	    "protocol"), "memcached") != 0)
-		fail(ld->cache_line, "cache l2 \"%s\": that upstream's "
+		cf_fail(loading->cache_line, "cache l2 \"%s\": that upstream's "
 		    "protocol is not memcached", name);
 }
 
@@ -252,15 +252,15 @@ check_memcached(cfg_t *cfg)
 
 	if (cfg_getstr(cache, "l2") != NULL)
 		check_l2(cfg, cache);
-	if (mc == NULL || ld->failed)
+	if (mc == NULL || loading->failed)
 		return;
 	if (cfg_size(mc, "listen") == 0)
-		fail(ld->mc_line, "memcached listen needs at least one address");
+		cf_fail(loading->mc_line, "memcached listen needs at least one address");
 	else if (cfg_getint(cache, "size") == 0)
-		fail(ld->mc_line, "memcached keeps its items in the cache: "
+		cf_fail(loading->mc_line, "memcached keeps its items in the cache: "
 		    "cache size must not be 0");
 	else if (max > 0 && max + MC_ITEM_OVERHEAD > obj)
-		fail(ld->mc_max_item_line, "memcached max_item (%s) must be "
+		cf_fail(loading->mc_max_item_line, "memcached max_item (%s) must be "
 		    "at most cache max_object (%s) less %d bytes",
 		    format_value(a, sizeof(a), U_SIZE, max),
 		    format_value(b, sizeof(b), U_SIZE, obj), MC_ITEM_OVERHEAD);
@@ -299,7 +299,7 @@ build_memcached(cfg_t *cfg, struct config_memcached *m)
 	m->nlisten = cfg_size(sec, "listen");
 	m->listen = calloc(m->nlisten, sizeof(*m->listen));
 	if (m->listen == NULL) {
-		ld->oom = true;
+		loading->oom = true;
 		m->nlisten = 0;
 		return;
 	}
@@ -309,7 +309,7 @@ build_memcached(cfg_t *cfg, struct config_memcached *m)
 	m->max_item = cfg_getint(sec, "max_item");
 	m->allow_flush = cfg_getbool(sec, "allow_flush");
 	m->idle_timeout_ms = cfg_getint(sec, "idle_timeout");
-	m->line = ld->mc_line;
+	m->line = loading->mc_line;
 }
 
 void
@@ -324,7 +324,7 @@ build_cache(cfg_t *sec, struct config_cache *c)
 	c->file_copy_max = cfg_getint(sec, "file_copy_max");
 	c->persist = cfg_getbool(sec, "persist");
 	c->l2 = cfg_getstr(sec, "l2") != NULL ?
-	    find_upstream(ld->cfg, cfg_getstr(sec, "l2")) : -1;
+	    find_upstream(loading->cfg, cfg_getstr(sec, "l2")) : -1;
 	c->l2_timeout_ms = cfg_getint(sec, "l2_timeout");
-	c->line = ld->cache_line;
+	c->line = loading->cache_line;
 }

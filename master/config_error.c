@@ -14,11 +14,11 @@ source_of(int line, int *src)
 	const struct config_src *m;
 
 	*src = line;
-	if (line <= 0 || (size_t)line > ld->nmap)
-		return ld->path;
-	m = &ld->map[line - 1];
+	if (line <= 0 || (size_t)line > loading->nmap)
+		return loading->path;
+	m = &loading->map[line - 1];
 	*src = m->line;
-	return m->file == 0 ? ld->path : ld->files[m->file];
+	return m->file == 0 ? loading->path : loading->files[m->file];
 }
 
 static void
@@ -27,23 +27,23 @@ vfail(int line, const char *fmt, va_list ap)
 	const char *file;
 	int n, src;
 
-	if (ld->failed)
+	if (loading->failed)
 		return;
-	ld->failed = true;
-	if (ld->errlen == 0)
+	loading->failed = true;
+	if (loading->errlen == 0)
 		return;
 	file = source_of(line, &src);
 	if (src > 0)
-		n = snprintf(ld->err, ld->errlen, "%s:%d: ", file, src);
+		n = snprintf(loading->err, loading->errlen, "%s:%d: ", file, src);
 	else
-		n = snprintf(ld->err, ld->errlen, "%s: ", file);
-	if (n >= 0 && (size_t)n < ld->errlen)
-		vsnprintf(ld->err + n, ld->errlen - n, fmt, ap);
+		n = snprintf(loading->err, loading->errlen, "%s: ", file);
+	if (n >= 0 && (size_t)n < loading->errlen)
+		vsnprintf(loading->err + n, loading->errlen - n, fmt, ap);
 }
 
 /* Errors found after parsing, formatted like libconfuse's own. */
 void
-fail(int line, const char *fmt, ...)
+cf_fail(int line, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -81,25 +81,25 @@ opt_line_note(cfg_t *sec, const char *name, int line)
 {
 	size_t i;
 
-	for (i = 0; i < ld->nopt_lines; i++)
-		if (ld->opt_lines[i].sec == sec &&
-		    strcmp(ld->opt_lines[i].name, name) == 0)
+	for (i = 0; i < loading->nopt_lines; i++)
+		if (loading->opt_lines[i].sec == sec &&
+		    strcmp(loading->opt_lines[i].name, name) == 0)
 			break;
-	if (i == nitems(ld->opt_lines))
+	if (i == nitems(loading->opt_lines))
 		return;
-	ld->opt_lines[i].sec = sec;
-	ld->opt_lines[i].name = name;
-	ld->opt_lines[i].line = line;
-	if (i == ld->nopt_lines)
-		ld->nopt_lines++;
+	loading->opt_lines[i].sec = sec;
+	loading->opt_lines[i].name = name;
+	loading->opt_lines[i].line = line;
+	if (i == loading->nopt_lines)
+		loading->nopt_lines++;
 }
 
 int
 opt_line(cfg_t *sec, const char *name)
 {
-	for (size_t i = 0; i < ld->nopt_lines; i++)
-		if (ld->opt_lines[i].sec == sec &&
-		    strcmp(ld->opt_lines[i].name, name) == 0)
-			return ld->opt_lines[i].line;
+	for (size_t i = 0; i < loading->nopt_lines; i++)
+		if (loading->opt_lines[i].sec == sec &&
+		    strcmp(loading->opt_lines[i].name, name) == 0)
+			return loading->opt_lines[i].line;
 	return 0;
 }

@@ -102,7 +102,7 @@ struct loader {
 	struct config *cf;
 };
 
-extern struct loader *ld;
+extern struct loader *loading;
 
 /* config.c */
 /*
@@ -115,12 +115,12 @@ int validate_range(cfg_t *cfg, cfg_opt_t *opt);
 
 /* config_error.c */
 /* Errors with an output line (mapped back to its file), or 0 for none. */
-void fail(int line, const char *fmt, ...)
+void cf_fail(int line, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 /* A warning with a file and line; goes to the log (stderr at -t). */
 void warn_at(int line, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
-/* libconfuse's errors, through fail(). */
+/* libconfuse's errors, through cf_fail(). */
 void on_cfg_error(cfg_t *cfg, const char *fmt, va_list ap);
 
 /* Remembers and finds the line where an option of a section was set. */
@@ -142,7 +142,7 @@ int cb_time(cfg_t *cfg, cfg_opt_t *opt, const char *value, void *result);
 int cb_log_level(cfg_t *cfg, cfg_opt_t *opt, const char *value, void *result);
 
 int join_path(char *buf, size_t len, const char *dir, const char *name);
-char *copy(const char *s);
+char *cf_copy(const char *s);
 /* An absolute path, or NULL when s is the word that means "none". */
 char *copy_path(const char *s, const char *none);
 char **copy_list(cfg_t *sec, const char *name, size_t *np);
@@ -245,7 +245,7 @@ void check_log_formats(cfg_t *cfg);
 void build_log_formats(cfg_t *cfg, struct config *cf);
 
 /* config_include.c: the file with its includes expanded and comments
- * blanked; NULL after fail(). */
+ * blanked; NULL after cf_fail(). */
 char *include_expand(const char *path, size_t *lenp);
 void include_free(void);
 
@@ -279,11 +279,11 @@ void config_regex_free(void *re);
 
 void site_set_validators(cfg_t *cfg);
 /* Checks that s compiles; used where the value is built later. */
-int check_tmpl(cfg_t *cfg, const char *what, const char *s, int captures);
+int cf_check_tmpl(cfg_t *cfg, const char *what, const char *s, int captures);
 /* The value set in the location, else in the server, else NULL. */
-cfg_opt_t *inherited(cfg_t *ls, cfg_t *srv, const char *name);
+cfg_opt_t *cf_inherited(cfg_t *ls, cfg_t *srv, const char *name);
 /* Which scope set name: ls, srv, or NULL. */
-cfg_t *setter(cfg_t *ls, cfg_t *srv, const char *name);
+cfg_t *cf_setter(cfg_t *ls, cfg_t *srv, const char *name);
 /* Checks that need the whole file (zone names). */
 void site_check(cfg_t *cfg);
 /* Builds the server's own settings and its locations. */
@@ -310,7 +310,7 @@ int parse_limit_req(const char *v, char *zone, size_t zlen, int *burst,
 /* "ZONE N", or "N" with the zone of the scope's limit_req. */
 int parse_limit_conn(const char *v, char *zone, size_t zlen, int *max);
 /* The index of the limit_zone called name, or -1. */
-int find_zone(cfg_t *cfg, const char *name);
+int cf_find_zone(cfg_t *cfg, const char *name);
 void htpasswd_free(struct config_htpasswd *h);
 /* A scope's allow and deny, auth_basic, max_body_size and limits. */
 void build_access(cfg_t *cfg, cfg_t *ls, cfg_t *srv, struct config *cf,

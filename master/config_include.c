@@ -93,16 +93,16 @@ fail_in(const char *file, int line, const char *fmt, ...)
 	va_list ap;
 	int n;
 
-	if (ld->failed)
+	if (loading->failed)
 		return;
-	ld->failed = true;
-	if (ld->errlen == 0)
+	loading->failed = true;
+	if (loading->errlen == 0)
 		return;
-	n = line > 0 ? snprintf(ld->err, ld->errlen, "%s:%d: ", file, line) :
-	    snprintf(ld->err, ld->errlen, "%s: ", file);
+	n = line > 0 ? snprintf(loading->err, loading->errlen, "%s:%d: ", file, line) :
+	    snprintf(loading->err, loading->errlen, "%s: ", file);
 	va_start(ap, fmt);
-	if (n >= 0 && (size_t)n < ld->errlen)
-		vsnprintf(ld->err + n, ld->errlen - n, fmt, ap);
+	if (n >= 0 && (size_t)n < loading->errlen)
+		vsnprintf(loading->err + n, loading->errlen - n, fmt, ap);
 	va_end(ap);
 }
 
@@ -113,14 +113,14 @@ out_put(struct out *o, char ch, int file, int line)
 	char *nb;
 
 	if (o->bol) {
-		if (ld->nmap % 256 == 0) {
-			m = realloc(ld->map, (ld->nmap + 256) * sizeof(*m));
+		if (loading->nmap % 256 == 0) {
+			m = realloc(loading->map, (loading->nmap + 256) * sizeof(*m));
 			if (m == NULL)
 				return false;
-			ld->map = m;
+			loading->map = m;
 		}
-		ld->map[ld->nmap].file = file;
-		ld->map[ld->nmap++].line = line;
+		loading->map[loading->nmap].file = file;
+		loading->map[loading->nmap++].line = line;
 		o->bol = false;
 	}
 	if (o->len == o->size) {
@@ -142,10 +142,10 @@ static bool expand_file(struct out *o, int file, int depth);
 static void
 dir_of(int file, char *dir, size_t len)
 {
-	const char *path = ld->files[file], *slash = strrchr(path, '/');
+	const char *path = loading->files[file], *slash = strrchr(path, '/');
 
 	if (file == 0 || slash == NULL)
-		snprintf(dir, len, "%s", ld->dir);
+		snprintf(dir, len, "%s", loading->dir);
 	else if (slash == path)
 		snprintf(dir, len, "/");
 	else
@@ -170,7 +170,7 @@ expand_include(struct out *o, int file, int line, const char *pattern,
 	int rc, f;
 
 	if (depth >= INCLUDE_DEPTH) {
-		fail_in(ld->files[file], line, "include \"%s\": includes nested "
+		fail_in(loading->files[file], line, "include \"%s\": includes nested "
 		    "more than %d deep (does a file include itself?)", pattern,
 		    INCLUDE_DEPTH);
 		return false;
@@ -178,23 +178,23 @@ expand_include(struct out *o, int file, int line, const char *pattern,
 	dir_of(file, dir, sizeof(dir));
 	if (pattern[0] == '\0' ||
 	    join_path(full, sizeof(full), dir, pattern) == -1) {
-		fail_in(ld->files[file], line, "include \"%s\": bad path",
+		fail_in(loading->files[file], line, "include \"%s\": bad path",
 		    pattern);
 		return false;
 	}
 	rc = glob(full, 0, glob_err, &g);
 	if (rc == GLOB_NOMATCH) {
 		if (strpbrk(pattern, "*?[") == NULL) {
-			fail_in(ld->files[file], line, "include \"%s\": %s",
+			fail_in(loading->files[file], line, "include \"%s\": %s",
 			    full, strerror(ENOENT));
 			return false;
 		}
 		log_warn("%s:%d: include \"%s\" matches no file",
-		    ld->files[file], line, full);
+		    loading->files[file], line, full);
 		return true;
 	}
 	if (rc != 0) {
-		fail_in(ld->files[file], line, "include \"%s\": cannot read "
+		fail_in(loading->files[file], line, "include \"%s\": cannot read "
 		    "the folder", full);
 		return false;
 	}
@@ -206,8 +206,8 @@ expand_include(struct out *o, int file, int line, const char *pattern,
 		    !expand_file(o, f, depth + 1) ||
 		    (!o->bol && !out_put(o, '\n', f, 0))) {
 			globfree(&g);
-			if (!ld->failed)
-				fail_in(ld->files[file], line, "out of memory");
+			if (!loading->failed)
+				fail_in(loading->files[file], line, "out of memory");
 			return false;
 		}
 	}
@@ -220,15 +220,15 @@ add_file(const char *path)
 {
 	char **v;
 
-	if (ld->nfiles % 16 == 0) {
-		v = realloc(ld->files, (ld->nfiles + 16) * sizeof(*v));
+	if (loading->nfiles % 16 == 0) {
+		v = realloc(loading->files, (loading->nfiles + 16) * sizeof(*v));
 		if (v == NULL)
 			return -1;
-		ld->files = v;
+		loading->files = v;
 	}
-	if ((ld->files[ld->nfiles] = strdup(path)) == NULL)
+	if ((loading->files[loading->nfiles] = strdup(path)) == NULL)
 		return -1;
-	return (int)ld->nfiles++;
+	return (int)loading->nfiles++;
 }
 
 /* At p: "include" "(" quoted ")" ?  Sets the pattern and the end. */
@@ -276,12 +276,12 @@ expand_file(struct out *o, int file, int depth)
 	int line = 1, bad;
 	char quote;
 
-	if ((text = readfile(ld->files[file], &len)) == NULL) {
-		fail_in(ld->files[file], 0, "%s", strerror(errno));
+	if ((text = readfile(loading->files[file], &len)) == NULL) {
+		fail_in(loading->files[file], 0, "%s", strerror(errno));
 		return false;
 	}
 	if ((bad = prepare_text(text, len, &why)) > 0) {
-		fail_in(ld->files[file], bad, "%s", why);
+		fail_in(loading->files[file], bad, "%s", why);
 		free(text);
 		return false;
 	}
@@ -320,7 +320,7 @@ expand_file(struct out *o, int file, int depth)
 	return true;
 oom:
 	free(text);
-	fail_in(ld->files[file], 0, "out of memory");
+	fail_in(loading->files[file], 0, "out of memory");
 	return false;
 }
 
@@ -330,7 +330,7 @@ include_expand(const char *path, size_t *lenp)
 	struct out o = { .bol = true };
 
 	if (add_file(path) != 0) {
-		fail(0, "out of memory");
+		cf_fail(0, "out of memory");
 		return NULL;
 	}
 	if (!expand_file(&o, 0, 0)) {
@@ -338,7 +338,7 @@ include_expand(const char *path, size_t *lenp)
 		return NULL;
 	}
 	if (o.buf == NULL && (o.buf = malloc(1)) == NULL) {
-		fail(0, "out of memory");
+		cf_fail(0, "out of memory");
 		return NULL;
 	}
 	*lenp = o.len;
@@ -350,11 +350,11 @@ include_free(void)
 {
 	size_t i;
 
-	for (i = 0; i < ld->nfiles; i++)
-		free(ld->files[i]);
-	free(ld->files);
-	free(ld->map);
-	ld->files = NULL;
-	ld->map = NULL;
-	ld->nfiles = ld->nmap = 0;
+	for (i = 0; i < loading->nfiles; i++)
+		free(loading->files[i]);
+	free(loading->files);
+	free(loading->map);
+	loading->files = NULL;
+	loading->map = NULL;
+	loading->nfiles = loading->nmap = 0;
 }

@@ -132,14 +132,14 @@ cb_listen(cfg_t *cfg, cfg_opt_t *opt, const char *value, void *result)
 		}
 		*(bool *)((char *)l + listen_flags[i].off) = true;
 	}
-	if (why == NULL && l->tls && ld->tls_listen_line == 0)
-		ld->tls_listen_line = cfg->line;
+	if (why == NULL && l->tls && loading->tls_listen_line == 0)
+		loading->tls_listen_line = cfg->line;
 	if (why != NULL) {
 		cfg_error(cfg, "invalid listen address \"%s\": %s", value, why);
 		free(l);
 		return -1;
 	}
-	if (l->default_server && cfg == ld->cfg) {
+	if (l->default_server && cfg == loading->cfg) {
 		cfg_error(cfg, "default_server belongs in a server's listen");
 		free(l);
 		return -1;
@@ -216,7 +216,7 @@ validate_listen(cfg_t *cfg, cfg_opt_t *opt)
 static cfg_opt_t *
 listen_of(cfg_t *sec)
 {
-	return cfg_getopt(cfg_size(sec, "listen") > 0 ? sec : ld->cfg,
+	return cfg_getopt(cfg_size(sec, "listen") > 0 ? sec : loading->cfg,
 	    "listen");
 }
 
@@ -297,7 +297,7 @@ build_listen(cfg_t *cfg, struct config *cf)
 		    (unsigned)i)));
 	if (cf->servers == NULL ||
 	    (cf->listen = calloc(max, sizeof(*cf->listen))) == NULL) {
-		ld->oom = true;
+		loading->oom = true;
 		return;
 	}
 	for (i = 0; i < cf->nservers; i++) {
@@ -306,13 +306,13 @@ build_listen(cfg_t *cfg, struct config *cf)
 		s->nlisten = cfg_opt_size(o);
 		s->listen = calloc(s->nlisten, sizeof(*s->listen));
 		if (s->listen == NULL) {
-			ld->oom = true;
+			loading->oom = true;
 			return;
 		}
 		for (j = 0; j < s->nlisten; j++) {
 			k = listen_add(cf, cfg_opt_getnptr(o, (unsigned)j), max);
 			if (k < 0) {
-				ld->oom = true;
+				loading->oom = true;
 				return;
 			}
 			s->listen[j] = (size_t)k;
@@ -321,7 +321,7 @@ build_listen(cfg_t *cfg, struct config *cf)
 	for (i = 0; i < cf->nservers; i++) {
 		s = &cf->servers[i];
 		if ((s->default_for = calloc(max, sizeof(bool))) == NULL) {
-			ld->oom = true;
+			loading->oom = true;
 			return;
 		}
 	}
@@ -336,12 +336,12 @@ check_listen_pair(cfg_t *si, const struct config_listen *a,
 {
 	if (same_address(a, b) && a->default_server && b->default_server &&
 	    !same_server) {
-		fail(si->line, "listen \"%s\": two servers are its "
+		cf_fail(si->line, "listen \"%s\": two servers are its "
 		    "default_server", a->text);
 		return false;
 	}
 	if (listen_rel(a, b) == LISTEN_OVERLAP) {
-		fail(si->line, "listen \"%s\" and \"%s\" cannot both be bound "
+		cf_fail(si->line, "listen \"%s\" and \"%s\" cannot both be bound "
 		    "(a wildcard and an address on the same port); list the "
 		    "same address in both servers", a->text, b->text);
 		return false;

@@ -73,11 +73,11 @@ check_log_formats(cfg_t *cfg)
 	const char *name;
 	cfg_t *sec;
 
-	for (size_t i = 0; i < cfg_size(cfg, "server") && !ld->failed; i++) {
+	for (size_t i = 0; i < cfg_size(cfg, "server") && !loading->failed; i++) {
 		sec = cfg_getnsec(cfg, "server", i);
 		name = cfg_getstr(sec, "access_log_format");
 		if (find_log_format(cfg, name) < 0)
-			fail(sec->line, "access_log_format \"%s\": no "
+			cf_fail(sec->line, "access_log_format \"%s\": no "
 			    "log_format has that name (built in: combined, "
 			    "common, timed, json)", name);
 	}
@@ -94,25 +94,25 @@ build_log_formats(cfg_t *cfg, struct config *cf)
 
 	cf->log_flush_ms = cfg_getint(cfg, "log_flush");
 	if ((cf->log_formats = calloc(n, sizeof(*cf->log_formats))) == NULL) {
-		ld->oom = true;
+		loading->oom = true;
 		return;
 	}
 	cf->nlog_formats = n;
 	for (i = 0; i < n; i++) {
 		f = &cf->log_formats[i];
 		if (i < log_format_nbuiltins) {
-			f->name = copy(log_format_builtins[i].name);
+			f->name = cf_copy(log_format_builtins[i].name);
 			f->fmt = log_format_compile(log_format_builtins[i].src,
 			    log_format_builtins[i].esc, err, sizeof(err));
 		} else {
 			sec = cfg_getnsec(cfg, "log_format",
 			    i - log_format_nbuiltins);
-			f->name = copy(cfg_title(sec));
+			f->name = cf_copy(cfg_title(sec));
 			f->fmt = log_format_compile(cfg_getstr(sec, "format"),
 			    escape_of(cfg_getstr(sec, "escape")), err,
 			    sizeof(err));
 		}
 		if (f->fmt == NULL)
-			ld->oom = true;	/* validated: only memory fails */
+			loading->oom = true;	/* validated: only memory fails */
 	}
 }

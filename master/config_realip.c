@@ -71,7 +71,7 @@ build_real_ip(cfg_t *cfg, struct config *cf)
 
 	if (n > 0 && (cf->real_ip_from = calloc(n,
 	    sizeof(*cf->real_ip_from))) == NULL) {
-		ld->oom = true;
+		loading->oom = true;
 		return;
 	}
 	cf->nreal_ip_from = n;

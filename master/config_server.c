@@ -22,9 +22,9 @@ cb_server_name(cfg_t *cfg, cfg_opt_t *opt, const char *value, void *result)
 		return -1;
 	}
 	for (i = 0; value[i] != '\0'; i++)
-		ld->result[i] = tolower((unsigned char)value[i]);
-	ld->result[i] = '\0';
-	*(const char **)result = ld->result;
+		loading->result[i] = tolower((unsigned char)value[i]);
+	loading->result[i] = '\0';
+	*(const char **)result = loading->result;
 	return 0;
 }
 
@@ -45,24 +45,24 @@ check_dir(cfg_t *cfg, const char *what, const char *value, size_t n,
 	}
 	memcpy(path, value, n);
 	path[n] = '\0';
-	if (join_path(ld->tmp, sizeof(ld->tmp), ld->dir, path) == -1) {
+	if (join_path(loading->tmp, sizeof(loading->tmp), loading->dir, path) == -1) {
 		cfg_error(cfg, "%s \"%s\": path too long", what, value);
 		return -1;
 	}
-	if (realpath(ld->tmp, ld->result) == NULL ||
-	    stat(ld->result, &st) == -1) {
-		cfg_error(cfg, "%s \"%s\": %s", what, ld->tmp, strerror(errno));
+	if (realpath(loading->tmp, loading->result) == NULL ||
+	    stat(loading->result, &st) == -1) {
+		cfg_error(cfg, "%s \"%s\": %s", what, loading->tmp, strerror(errno));
 		return -1;
 	}
 	if (!S_ISDIR(st.st_mode)) {
-		cfg_error(cfg, "%s \"%s\" is not a directory", what, ld->tmp);
+		cfg_error(cfg, "%s \"%s\" is not a directory", what, loading->tmp);
 		return -1;
 	}
-	if (strlen(ld->result) + strlen(rest) >= sizeof(ld->result)) {
+	if (strlen(loading->result) + strlen(rest) >= sizeof(loading->result)) {
 		cfg_error(cfg, "%s \"%s\": path too long", what, value);
 		return -1;
 	}
-	strcat(ld->result, rest);
+	strcat(loading->result, rest);
 	return 0;
 }
 
@@ -71,7 +71,7 @@ cb_root(cfg_t *cfg, cfg_opt_t *opt, const char *value, void *result)
 {
 	if (check_dir(cfg, "root", value, strlen(value), "") == -1)
 		return -1;
-	*(const char **)result = ld->result;
+	*(const char **)result = loading->result;
 	return 0;
 }
 
@@ -99,7 +99,7 @@ cb_alias(cfg_t *cfg, cfg_opt_t *opt, const char *value, void *result)
 			return -1;
 	} else if (check_dir(cfg, "alias", value, n, "") == -1)
 		return -1;
-	*(const char **)result = ld->result;
+	*(const char **)result = loading->result;
 	return 0;
 }
 
@@ -175,7 +175,7 @@ build_locations(cfg_t *sec, struct config_server *s)
 	if (n == 0)
 		return;
 	if ((s->locations = calloc(n, sizeof(*s->locations))) == NULL) {
-		ld->oom = true;
+		loading->oom = true;
 		return;
 	}
 	s->nlocations = n;
@@ -187,14 +187,14 @@ build_locations(cfg_t *sec, struct config_server *s)
 			proxy = cfg_getstr(ls, "fastcgi");
 		if (proxy == NULL)
 			proxy = cfg_getstr(ls, "memcached");
-		l->upstream = proxy ? find_upstream(ld->cfg, proxy) : -1;
+		l->upstream = proxy ? find_upstream(loading->cfg, proxy) : -1;
 		key = cfg_getstr(ls, "memcached_key");
 		l->memcached_request_uri = key != NULL &&
 		    strcmp(key, "$request_uri") == 0;
 		if (key != NULL && !l->memcached_request_uri &&
 		    strcmp(key, "$uri") != 0 && (l->memcached_key =
 		    vars_compile(key, 0, NULL, 0)) == NULL)
-			ld->oom = true;
+			loading->oom = true;
 		l->memcached_local = key != NULL && l->upstream < 0;
 		l->memcached_gzip_flag = (uint32_t)cfg_getint(ls,
 		    "memcached_gzip_flag");
@@ -202,7 +202,7 @@ build_locations(cfg_t *sec, struct config_server *s)
 		if (cfg_getstr(ls, "fastcgi") != NULL)
 			l->fastcgi = build_fastcgi(ls);
 		if (cfg_getstr(ls, "proxy_path") != NULL)
-			l->proxy_path = copy(cfg_getstr(ls, "proxy_path"));
+			l->proxy_path = cf_copy(cfg_getstr(ls, "proxy_path"));
 		build_proxy_headers(ls, l);
 	}
 }
@@ -213,16 +213,16 @@ build_server(cfg_t *sec, struct config *cf, struct config_server *s)
 	struct tls_lines *t;
 
 	s->names = copy_list(sec, "names", &s->nnames);
-	s->root = copy(cfg_getstr(sec, "root"));
+	s->root = cf_copy(cfg_getstr(sec, "root"));
 	s->index = copy_list(sec, "index", &s->nindex);
 	s->access_log = copy_path(cfg_getstr(sec, "access_log"), "off");
-	s->log_format = (size_t)find_log_format(ld->cfg,
+	s->log_format = (size_t)find_log_format(loading->cfg,
 	    cfg_getstr(sec, "access_log_format"));
 	s->underscores_in_headers = cfg_getbool(sec, "underscores_in_headers");
 	s->access_log_line = opt_line(sec, "access_log");
 	build_locations(sec, s);
-	if (s->root != NULL && !ld->oom)
-		site_build_server(ld->cfg, sec, cf, s);
+	if (s->root != NULL && !loading->oom)
+		site_build_server(loading->cfg, sec, cf, s);
 	if ((t = tls_lines_of(sec, false)) != NULL) {
 		s->tls_certificate = copy_path(cfg_getstr(sec,
 		    "tls_certificate"), NULL);

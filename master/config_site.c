@@ -182,7 +182,7 @@ compile(cfg_t *cfg, const char *what, const char *s, int captures)
 
 /* Checks that s compiles; used where the value is built later. */
 int
-check_tmpl(cfg_t *cfg, const char *what, const char *s, int captures)
+cf_check_tmpl(cfg_t *cfg, const char *what, const char *s, int captures)
 {
 	struct vars_tmpl *t = compile(cfg, what, s, captures);
 
@@ -240,7 +240,7 @@ validate_return(cfg_t *cfg, cfg_opt_t *opt)
 		    "a URL)", v);
 		return -1;
 	}
-	return text ? check_tmpl(cfg, "return", text, scope_captures(cfg)) :
+	return text ? cf_check_tmpl(cfg, "return", text, scope_captures(cfg)) :
 	    0;
 }
 
@@ -322,7 +322,7 @@ validate_rewrite(cfg_t *cfg, cfg_opt_t *opt)
 			cfg_error(cfg, "rewrite: %s", err);
 			return -1;
 		}
-		rc = check_tmpl(cfg, "rewrite", to, regex_captures(code));
+		rc = cf_check_tmpl(cfg, "rewrite", to, regex_captures(code));
 		pcre2_code_free(code);
 		if (rc == -1)
 			return -1;
@@ -361,7 +361,7 @@ validate_try_files(cfg_t *cfg, cfg_opt_t *opt)
 			    "or a variable (or be a named location, last)", v);
 			return -1;
 		}
-		if (check_tmpl(cfg, "try_files", v, scope_captures(cfg)) == -1)
+		if (cf_check_tmpl(cfg, "try_files", v, scope_captures(cfg)) == -1)
 			return -1;
 	}
 	return 0;
@@ -588,8 +588,8 @@ check_scope(cfg_t *cfg, cfg_t *sec, cfg_t *srv)
 	if (cfg_size(sec, "limit_req") > 0) {
 		parse_limit_req(cfg_getstr(sec, "limit_req"), zone,
 		    sizeof(zone), &burst, &nodelay);
-		if (find_zone(cfg, zone) < 0)
-			fail(opt_line(sec, "limit_req"), "limit_req: no "
+		if (cf_find_zone(cfg, zone) < 0)
+			cf_fail(opt_line(sec, "limit_req"), "limit_req: no "
 			    "limit_zone is named \"%s\"", zone);
 	}
 	if (cfg_size(sec, "limit_conn") > 0) {
@@ -597,38 +597,38 @@ check_scope(cfg_t *cfg, cfg_t *sec, cfg_t *srv)
 		    sizeof(zone), &max);
 		if (zone[0] == '\0' && cfg_size(sec, "limit_req") == 0 &&
 		    (srv == NULL || cfg_size(srv, "limit_req") == 0))
-			fail(opt_line(sec, "limit_conn"), "limit_conn: name "
+			cf_fail(opt_line(sec, "limit_conn"), "limit_conn: name "
 			    "the limit_zone (\"api %d\"), or set limit_req",
 			    max);
-		else if (zone[0] != '\0' && find_zone(cfg, zone) < 0)
-			fail(opt_line(sec, "limit_conn"), "limit_conn: no "
+		else if (zone[0] != '\0' && cf_find_zone(cfg, zone) < 0)
+			cf_fail(opt_line(sec, "limit_conn"), "limit_conn: no "
 			    "limit_zone is named \"%s\"", zone);
 	}
 	if (cfg_size(sec, "try_files") == 1 || (cfg_size(sec, "try_files") > 1 &&
 	    strchr(cfg_getnstr(sec, "try_files", 0), '=') ==
 	    cfg_getnstr(sec, "try_files", 0)))
-		fail(opt_line(sec, "try_files"), "try_files needs what to try, "
+		cf_fail(opt_line(sec, "try_files"), "try_files needs what to try, "
 		    "then the fallback URI or =CODE last");
 	for (unsigned int i = 1; i + 1 < cfg_size(sec, "try_files"); i++)
 		if (cfg_getnstr(sec, "try_files", i)[0] == '=')
-			fail(opt_line(sec, "try_files"), "try_files: =CODE "
+			cf_fail(opt_line(sec, "try_files"), "try_files: =CODE "
 			    "can only be last");
 	n = cfg_size(sec, "try_files");
 	if (n > 0 && (v = cfg_getnstr(sec, "try_files", n - 1))[0] == '@' &&
 	    !has_named(srv != NULL ? srv : sec, v))
-		fail(opt_line(sec, "try_files"), "try_files: no location "
+		cf_fail(opt_line(sec, "try_files"), "try_files: no location "
 		    "is named \"%s\" in this server", v);
 	for (unsigned int i = 0; i < cfg_size(sec, "error_page"); i++)
 		if (parse_error_page(cfg_getnstr(sec, "error_page", i), codes,
 		    nitems(codes), &nc, &answer, &v) == 0 && v[0] == '@' &&
 		    !has_named(srv != NULL ? srv : sec, v))
-			fail(opt_line(sec, "error_page"), "error_page: no "
+			cf_fail(opt_line(sec, "error_page"), "error_page: no "
 			    "location is named \"%s\" in this server", v);
 	if (cfg_size(sec, "auth_basic") > 0 &&
 	    strcmp(cfg_getstr(sec, "auth_basic"), "off") != 0 &&
 	    cfg_size(sec, "auth_basic_user_file") == 0 &&
 	    (srv == NULL || cfg_size(srv, "auth_basic_user_file") == 0))
-		fail(opt_line(sec, "auth_basic"), "auth_basic needs "
+		cf_fail(opt_line(sec, "auth_basic"), "auth_basic needs "
 		    "auth_basic_user_file");
 }
 
@@ -639,15 +639,15 @@ site_check(cfg_t *cfg)
 	unsigned int i, j;
 	bool zones = cfg_size(cfg, "limit_zone") > 0;
 
-	for (i = 0; i < cfg_size(cfg, "server") && !ld->failed; i++) {
+	for (i = 0; i < cfg_size(cfg, "server") && !loading->failed; i++) {
 		srv = cfg_getnsec(cfg, "server", i);
 		check_scope(cfg, srv, NULL);
-		for (j = 0; j < cfg_size(srv, "location") && !ld->failed; j++)
+		for (j = 0; j < cfg_size(srv, "location") && !loading->failed; j++)
 			check_scope(cfg, cfg_getnsec(srv, "location", j), srv);
 	}
-	if (!ld->failed && zones &&
+	if (!loading->failed && zones &&
 	    cfg_getint(cfg_getsec(cfg, "cache"), "size") == 0)
-		fail(0, "limit_zone keeps its counts in the shared store: "
+		cf_fail(0, "limit_zone keeps its counts in the shared store: "
 		    "cache.size must not be 0");
 }
 
@@ -655,7 +655,7 @@ site_check(cfg_t *cfg)
 
 /* The value set in the location, else in the server, else NULL. */
 cfg_opt_t *
-inherited(cfg_t *ls, cfg_t *srv, const char *name)
+cf_inherited(cfg_t *ls, cfg_t *srv, const char *name)
 {
 	if (ls != NULL && cfg_size(ls, name) > 0)
 		return cfg_getopt(ls, name);
@@ -666,7 +666,7 @@ inherited(cfg_t *ls, cfg_t *srv, const char *name)
 
 /* Which scope set name: ls, srv, or NULL. */
 cfg_t *
-setter(cfg_t *ls, cfg_t *srv, const char *name)
+cf_setter(cfg_t *ls, cfg_t *srv, const char *name)
 {
 	if (ls != NULL && cfg_size(ls, name) > 0)
 		return ls;
@@ -685,11 +685,11 @@ dir_index(struct config *cf, const char *path)
 		if (strcmp(cf->dirs[i], path) == 0)
 			return (int)i;
 	if ((v = realloc(cf->dirs, (cf->ndirs + 1) * sizeof(*v))) == NULL) {
-		ld->oom = true;
+		loading->oom = true;
 		return 0;
 	}
 	cf->dirs = v;
-	if ((v[cf->ndirs] = copy(path)) == NULL)
+	if ((v[cf->ndirs] = cf_copy(path)) == NULL)
 		return 0;
 	return (int)cf->ndirs++;
 }
@@ -715,13 +715,13 @@ build_files(cfg_t *ls, cfg_t *srv, struct config *cf,
 
 			while (slash > alias && *slash != '/')
 				slash--;
-			snprintf(ld->tmp, sizeof(ld->tmp), "%.*s",
+			snprintf(loading->tmp, sizeof(loading->tmp), "%.*s",
 			    (int)(slash - alias), alias);
-			l->dir = dir_index(cf, ld->tmp[0] ? ld->tmp : "/");
+			l->dir = dir_index(cf, loading->tmp[0] ? loading->tmp : "/");
 			l->alias_tmpl = vars_compile(slash, caps, err,
 			    sizeof(err));
 			if (l->alias_tmpl == NULL)
-				fail(l->line, "alias \"%s\": %s", alias, err);
+				cf_fail(l->line, "alias \"%s\": %s", alias, err);
 		} else
 			l->dir = dir_index(cf, alias);
 	}
@@ -730,29 +730,29 @@ build_files(cfg_t *ls, cfg_t *srv, struct config *cf,
 	else if (ls != NULL && cfg_size(ls, "index") > 0) {
 		l->nindex = cfg_size(ls, "index");
 		if ((l->index = calloc(l->nindex, sizeof(char *))) == NULL)
-			ld->oom = true;
+			loading->oom = true;
 		for (size_t i = 0; l->index && i < l->nindex; i++)
-			l->index[i] = copy(cfg_getnstr(ls, "index", i));
+			l->index[i] = cf_copy(cfg_getnstr(ls, "index", i));
 	} else
 		l->index = s->index, l->nindex = s->nindex;
-	if ((o = inherited(ls, srv, "try_files")) != NULL) {
+	if ((o = cf_inherited(ls, srv, "try_files")) != NULL) {
 		l->ntry_files = cfg_opt_size(o);
 		l->try_files = calloc(l->ntry_files, sizeof(*l->try_files));
 		if (l->try_files == NULL)
-			ld->oom = true;
+			loading->oom = true;
 		for (size_t i = 0; l->try_files && i < l->ntry_files; i++)
 			l->try_files[i] = vars_compile(cfg_opt_getnstr(o,
 			    (unsigned)i), caps, err, sizeof(err));
 	}
-	l->dotfiles = (o = inherited(ls, srv, "dotfiles")) ?
+	l->dotfiles = (o = cf_inherited(ls, srv, "dotfiles")) ?
 	    cfg_opt_getnbool(o, 0) : false;
-	l->gzip_static = (o = inherited(ls, srv, "gzip_static")) ?
+	l->gzip_static = (o = cf_inherited(ls, srv, "gzip_static")) ?
 	    cfg_opt_getnbool(o, 0) : false;
-	if ((o = inherited(ls, srv, "charset")) != NULL &&
+	if ((o = cf_inherited(ls, srv, "charset")) != NULL &&
 	    strcmp(cfg_opt_getnstr(o, 0), "off") != 0)
-		l->charset = copy(cfg_opt_getnstr(o, 0));
-	if ((o = inherited(ls, srv, "default_type")) != NULL)
-		l->default_type = copy(cfg_opt_getnstr(o, 0));
+		l->charset = cf_copy(cfg_opt_getnstr(o, 0));
+	if ((o = cf_inherited(ls, srv, "default_type")) != NULL)
+		l->default_type = cf_copy(cfg_opt_getnstr(o, 0));
 }
 
 static void
@@ -766,11 +766,11 @@ build_rewrites(cfg_t *ls, cfg_t *srv, struct config_location *l)
 
 	/* The server's rewrites run before a location is chosen; a
 	 * location has only its own. */
-	if ((o = inherited(ls, ls ? NULL : srv, "rewrite")) != NULL) {
+	if ((o = cf_inherited(ls, ls ? NULL : srv, "rewrite")) != NULL) {
 		l->nrewrites = cfg_opt_size(o);
 		l->rewrites = calloc(l->nrewrites, sizeof(*l->rewrites));
 		if (l->rewrites == NULL) {
-			ld->oom = true;
+			loading->oom = true;
 			l->nrewrites = 0;
 		}
 		for (size_t i = 0; i < l->nrewrites; i++) {
@@ -783,16 +783,16 @@ build_rewrites(cfg_t *ls, cfg_t *srv, struct config_location *l)
 				l->rewrites[i].to = vars_compile(to,
 				    regex_captures(code), err, sizeof(err));
 			if (code == NULL || l->rewrites[i].to == NULL)
-				ld->oom = true;
+				loading->oom = true;
 		}
 	}
-	if ((o = inherited(ls, ls ? NULL : srv, "return")) != NULL &&
+	if ((o = cf_inherited(ls, ls ? NULL : srv, "return")) != NULL &&
 	    parse_return(cfg_opt_getnstr(o, 0), &l->return_status, &text) ==
 	    0 && text != NULL) {
 		l->return_text = vars_compile(text, l->re ?
 		    regex_captures(l->re) : 0, err, sizeof(err));
 		if (l->return_text == NULL)
-			ld->oom = true;
+			loading->oom = true;
 	}
 }
 
@@ -805,7 +805,7 @@ build_responses(cfg_t *ls, cfg_t *srv, struct config_location *l)
 	cfg_opt_t *o;
 	size_t n, i, j, k = 0;
 
-	if ((o = inherited(ls, srv, "error_page")) != NULL) {
+	if ((o = cf_inherited(ls, srv, "error_page")) != NULL) {
 		for (i = 0; i < cfg_opt_size(o); i++) {
 			parse_error_page(cfg_opt_getnstr(o, (unsigned)i),
 			    codes, nitems(codes), &n, &answer, &uri);
@@ -814,31 +814,31 @@ build_responses(cfg_t *ls, cfg_t *srv, struct config_location *l)
 		l->error_pages = calloc(l->nerror_pages,
 		    sizeof(*l->error_pages));
 		if (l->error_pages == NULL)
-			ld->oom = true;
+			loading->oom = true;
 		for (i = 0; l->error_pages && i < cfg_opt_size(o); i++) {
 			parse_error_page(cfg_opt_getnstr(o, (unsigned)i),
 			    codes, nitems(codes), &n, &answer, &uri);
 			for (j = 0; j < n; j++, k++) {
 				l->error_pages[k].status = codes[j];
 				l->error_pages[k].answer = answer;
-				l->error_pages[k].uri = copy(uri);
+				l->error_pages[k].uri = cf_copy(uri);
 			}
 		}
 	}
-	if ((o = inherited(ls, srv, "add_header")) != NULL) {
+	if ((o = cf_inherited(ls, srv, "add_header")) != NULL) {
 		l->nheaders = cfg_opt_size(o);
 		l->headers = calloc(l->nheaders, sizeof(*l->headers));
 		if (l->headers == NULL)
-			ld->oom = true;
+			loading->oom = true;
 		for (i = 0; l->headers && i < l->nheaders; i++) {
 			parse_header(cfg_opt_getnstr(o, (unsigned)i), line,
 			    sizeof(line), &l->headers[i].always);
-			l->headers[i].line = copy(line);
+			l->headers[i].line = cf_copy(line);
 			l->headers[i].len = strlen(line);
 		}
 	}
 	l->expires = EXPIRES_OFF;
-	if ((o = inherited(ls, srv, "expires")) != NULL)
+	if ((o = cf_inherited(ls, srv, "expires")) != NULL)
 		parse_expires(cfg_opt_getnstr(o, 0), &l->expires);
 }
 
@@ -864,7 +864,7 @@ site_build_server(cfg_t *cfg, cfg_t *sec, struct config *cf,
 
 	s->base.match = LOC_NONE;
 	s->base.upstream = -1;
-	s->base.prefix = copy("");
+	s->base.prefix = cf_copy("");
 	build_scope(cfg, NULL, sec, cf, &s->base, s);
 	for (i = 0; i < s->nlocations; i++) {
 		cfg_t *ls = cfg_getnsec(sec, "location", (unsigned)i);
@@ -873,11 +873,11 @@ site_build_server(cfg_t *cfg, cfg_t *sec, struct config *cf,
 		l->match = parse_title(cfg_title(ls), &what, &ci);
 		l->line = opt_line(ls, "location");
 		free(l->prefix);
-		l->prefix = copy(what);
+		l->prefix = cf_copy(what);
 		l->prefix_len = l->prefix ? strlen(l->prefix) : 0;
 		if (l->match == LOC_REGEX &&
 		    (l->re = regex_compile(what, ci, err, sizeof(err))) == NULL)
-			ld->oom = true;
+			loading->oom = true;
 		build_scope(cfg, ls, sec, cf, l, s);
 	}
 }

@@ -50,16 +50,16 @@ tls_lines_of(cfg_t *sec, bool add)
 	struct tls_lines *t;
 	size_t i;
 
-	for (i = 0; i < ld->ntls_lines; i++)
-		if (ld->tls_lines[i].sec == sec)
-			return &ld->tls_lines[i];
+	for (i = 0; i < loading->ntls_lines; i++)
+		if (loading->tls_lines[i].sec == sec)
+			return &loading->tls_lines[i];
 	if (!add)
 		return NULL;
-	t = realloc(ld->tls_lines, (i + 1) * sizeof(*t));
+	t = realloc(loading->tls_lines, (i + 1) * sizeof(*t));
 	if (t == NULL)
 		return NULL;
-	ld->tls_lines = t;
-	ld->ntls_lines++;
+	loading->tls_lines = t;
+	loading->ntls_lines++;
 	memset(&t[i], 0, sizeof(t[i]));
 	t[i].sec = sec;
 	return &t[i];
@@ -97,24 +97,24 @@ check_tls(cfg_t *cfg)
 	cfg_t *sec;
 	unsigned i;
 
-	for (i = 0; i < cfg_size(cfg, "server") && !ld->failed; i++) {
+	for (i = 0; i < cfg_size(cfg, "server") && !loading->failed; i++) {
 		sec = cfg_getnsec(cfg, "server", i);
 		t = tls_lines_of(sec, false);
 		if (t == NULL)
 			continue;
 		if (t->cert > 0 && t->key == 0)
-			fail(t->cert, "tls_certificate needs "
+			cf_fail(t->cert, "tls_certificate needs "
 			    "tls_certificate_key in the same server");
 		else if (t->key > 0 && t->cert == 0)
-			fail(t->key, "tls_certificate_key needs "
+			cf_fail(t->key, "tls_certificate_key needs "
 			    "tls_certificate in the same server");
 		any = true;
 	}
-	if (!ld->failed && ld->tls_listen_line > 0 && !any)
-		fail(ld->tls_listen_line, "listen with \"tls\" needs a "
+	if (!loading->failed && loading->tls_listen_line > 0 && !any)
+		cf_fail(loading->tls_listen_line, "listen with \"tls\" needs a "
 		    "server with tls_certificate and tls_certificate_key");
-	if (!ld->failed && cfg_size(cfg_getsec(cfg, "tls"), "protocols") == 0)
-		fail(0, "tls protocols must name TLSv1.2, TLSv1.3 or both");
+	if (!loading->failed && cfg_size(cfg_getsec(cfg, "tls"), "protocols") == 0)
+		cf_fail(0, "tls protocols must name TLSv1.2, TLSv1.3 or both");
 }
 
 void
@@ -124,8 +124,8 @@ build_tls(cfg_t *sec, struct config_tls *t)
 
 	for (unsigned i = 0; i < cfg_size(sec, "protocols"); i++)
 		t->protocols |= protocol_bit(cfg_getnstr(sec, "protocols", i));
-	t->ciphers = copy(cfg_getstr(sec, "ciphers"));
-	t->ciphersuites = copy(cfg_getstr(sec, "ciphersuites"));
+	t->ciphers = cf_copy(cfg_getstr(sec, "ciphers"));
+	t->ciphersuites = cf_copy(cfg_getstr(sec, "ciphersuites"));
 	t->ciphers_line = lines ? lines->cert : 0;
 	t->ciphersuites_line = lines ? lines->key : 0;
 	t->session_cache = cfg_getbool(sec, "session_cache");
@@ -135,5 +135,5 @@ build_tls(cfg_t *sec, struct config_tls *t)
 	t->ticket_key_rotate_ms = cfg_getint(sec, "ticket_key_rotate");
 	t->handshake_timeout_ms = cfg_getint(sec, "handshake_timeout");
 	t->ktls = cfg_getbool(sec, "ktls");
-	t->listen_line = ld->tls_listen_line;
+	t->listen_line = loading->tls_listen_line;
 }

@@ -31,13 +31,13 @@ parse_unix_peer(const char *path, struct config_peer *p)
 
 	if (path[0] == '\0')
 		return "expected unix:/path/to/socket";
-	if (join_path(ld->tmp, sizeof(ld->tmp), ld->dir, path) == -1 ||
-	    strlen(ld->tmp) >= sizeof(un->sun_path) ||
-	    strlen(ld->tmp) + 5 >= sizeof(p->text))
+	if (join_path(loading->tmp, sizeof(loading->tmp), loading->dir, path) == -1 ||
+	    strlen(loading->tmp) >= sizeof(un->sun_path) ||
+	    strlen(loading->tmp) + 5 >= sizeof(p->text))
 		return "the socket path is too long (at most 107 bytes)";
 	memset(un, 0, sizeof(*un));
 	un->sun_family = AF_UNIX;
-	strcpy(un->sun_path, ld->tmp);
+	strcpy(un->sun_path, loading->tmp);
 	p->addrlen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) +
 	    strlen(un->sun_path) + 1);
 	snprintf(p->text, sizeof(p->text), "unix:%s", un->sun_path);
@@ -346,7 +346,7 @@ build_proxy_headers(cfg_t *ls, struct config_location *l)
 	if (ns + na == 0)
 		return;
 	if ((l->proxy_headers = calloc(ns + na, sizeof(*h))) == NULL) {
-		ld->oom = true;
+		loading->oom = true;
 		return;
 	}
 	l->nproxy_headers = ns + na;
@@ -361,7 +361,7 @@ build_proxy_headers(cfg_t *ls, struct config_location *l)
 		if ((h->name = strndup(v, n)) == NULL || (h->tmpl =
 		    vars_compile(sp != NULL ? sp + 1 : "", 9, err,
 		    sizeof(err))) == NULL)
-			ld->oom = true;	/* it compiled in cb_proxy_header */
+			loading->oom = true;	/* it compiled in cb_proxy_header */
 	}
 }
 
@@ -480,18 +480,18 @@ validate_proxy(cfg_t *cfg, cfg_opt_t *opt)
 
 	if (validate_nonempty(cfg, opt) == -1)
 		return -1;
-	for (i = 0; i < ld->nproxy_lines; i++)
-		if (ld->proxy_lines[i].sec == cfg)
+	for (i = 0; i < loading->nproxy_lines; i++)
+		if (loading->proxy_lines[i].sec == cfg)
 			break;
-	if (i == nitems(ld->proxy_lines)) {
+	if (i == nitems(loading->proxy_lines)) {
 		cfg_error(cfg, "too many locations with proxy (at most %zu)",
-		    nitems(ld->proxy_lines));
+		    nitems(loading->proxy_lines));
 		return -1;
 	}
-	ld->proxy_lines[i].sec = cfg;
-	ld->proxy_lines[i].line = cfg->line;
-	if (i == ld->nproxy_lines)
-		ld->nproxy_lines++;
+	loading->proxy_lines[i].sec = cfg;
+	loading->proxy_lines[i].line = cfg->line;
+	if (i == loading->nproxy_lines)
+		loading->nproxy_lines++;
 	return 0;
 }
 
@@ -521,42 +521,42 @@ check_upstream_use(cfg_t *cfg, cfg_t *ls, int line)
 	int i;
 
 	if ((proxy != NULL) + (fcgi != NULL) + (mc != NULL) > 1) {
-		fail(line, "a location has one of proxy, fastcgi and "
+		cf_fail(line, "a location has one of proxy, fastcgi and "
 		    "memcached");
 		return;
 	}
 	if (mc != NULL) {
 		if ((i = find_upstream(cfg, mc)) < 0)
-			fail(line, "memcached \"%s\": no upstream has that "
+			cf_fail(line, "memcached \"%s\": no upstream has that "
 			    "name", mc);
 		else if (strcmp(cfg_getstr(cfg_getnsec(cfg, "upstream",
 		    (unsigned)i), "protocol"), "memcached") != 0)
-			fail(line, "memcached \"%s\": that upstream's protocol "
+			cf_fail(line, "memcached \"%s\": that upstream's protocol "
 			    "is not memcached (set protocol = memcached in it)",
 			    mc);
 		return;
 	}
 	if (proxy == NULL && cfg_getstr(ls, "proxy_path") != NULL) {
-		fail(line, "proxy_path needs proxy in its location");
+		cf_fail(line, "proxy_path needs proxy in its location");
 		return;
 	}
 	if (proxy == NULL && (cfg_size(ls, "proxy_set_header") > 0 ||
 	    cfg_size(ls, "proxy_append_header") > 0)) {
-		fail(line, "proxy_set_header and proxy_append_header need "
+		cf_fail(line, "proxy_set_header and proxy_append_header need "
 		    "proxy in their location (FastCGI: fastcgi_param)");
 		return;
 	}
 	if (name == NULL)
 		return;
 	if ((i = find_upstream(cfg, name)) < 0) {
-		fail(line, "%s \"%s\": no upstream has that name",
+		cf_fail(line, "%s \"%s\": no upstream has that name",
 		    proxy != NULL ? "proxy" : "fastcgi", name);
 		return;
 	}
 	want = proxy != NULL ? "http" : "fastcgi";
 	if (strcmp(cfg_getstr(cfg_getnsec(cfg, "upstream", (unsigned)i),
 	    "protocol"), want) != 0)
-		fail(line, "%s \"%s\": that upstream's protocol is not %s%s",
+		cf_fail(line, "%s \"%s\": that upstream's protocol is not %s%s",
 		    proxy != NULL ? "proxy" : "fastcgi", name, want,
 		    proxy != NULL ? " (use fastcgi = for a FastCGI upstream)" :
 		    " (set protocol = fastcgi in it)");
@@ -568,9 +568,9 @@ check_proxies(cfg_t *cfg)
 {
 	size_t i;
 
-	for (i = 0; i < ld->nproxy_lines && !ld->failed; i++)
-		check_upstream_use(cfg, ld->proxy_lines[i].sec,
-		    ld->proxy_lines[i].line);
+	for (i = 0; i < loading->nproxy_lines && !loading->failed; i++)
+		check_upstream_use(cfg, loading->proxy_lines[i].sec,
+		    loading->proxy_lines[i].line);
 }
 
 struct config_fastcgi *
@@ -585,7 +585,7 @@ build_fastcgi(cfg_t *ls)
 
 	if (f == NULL || (n > 0 &&
 	    (f->params = calloc(n, sizeof(*f->params))) == NULL)) {
-		ld->oom = true;
+		loading->oom = true;
 		return f;
 	}
 	f->nparams = n;
@@ -605,13 +605,13 @@ build_fastcgi(cfg_t *ls)
 		if (p->name == NULL || p->value == NULL ||
 		    (p->tmpl = vars_compile(p->value, 9, err,
 		    sizeof(err))) == NULL)
-			ld->oom = true;	/* it compiled in cb_fcgi_param */
+			loading->oom = true;	/* it compiled in cb_fcgi_param */
 	}
-	f->index = copy(cfg_getstr(ls, "fastcgi_index"));
+	f->index = cf_copy(cfg_getstr(ls, "fastcgi_index"));
 	if (cfg_getstr(ls, "fastcgi_split_path_info") != NULL &&
 	    (f->split_re = config_regex(cfg_getstr(ls,
 	    "fastcgi_split_path_info"), &caps, err, sizeof(err))) == NULL)
-		ld->oom = true;		/* it compiled in its callback */
+		loading->oom = true;		/* it compiled in its callback */
 	f->script_check = cfg_getbool(ls, "fastcgi_script_check");
 	f->request_buffering = cfg_getbool(ls, "fastcgi_request_buffering");
 	return f;
@@ -641,10 +641,10 @@ build_upstream(cfg_t *sec, struct config_upstream *u)
 {
 	size_t i;
 
-	u->name = copy(cfg_title(sec));
+	u->name = cf_copy(cfg_title(sec));
 	u->npeers = cfg_size(sec, "servers");
 	if ((u->peers = calloc(u->npeers, sizeof(*u->peers))) == NULL) {
-		ld->oom = true;
+		loading->oom = true;
 		return;
 	}
 	for (i = 0; i < u->npeers; i++)
@@ -672,7 +672,7 @@ build_upstream(cfg_t *sec, struct config_upstream *u)
 		u->any_tls |= u->peers[i].tls;
 	}
 	u->tls_verify = cfg_getbool(sec, "tls_verify");
-	u->tls_name = copy(cfg_getstr(sec, "tls_name"));
+	u->tls_name = cf_copy(cfg_getstr(sec, "tls_name"));
 	if (cfg_getstr(sec, "tls_trusted_certificate") != NULL)
 		u->tls_trusted_certificate = copy_path(cfg_getstr(sec,
 		    "tls_trusted_certificate"), NULL);

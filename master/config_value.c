@@ -318,14 +318,14 @@ validate_mime_types(cfg_t *cfg, cfg_opt_t *opt)
 }
 
 char *
-copy(const char *s)
+cf_copy(const char *s)
 {
 	char *d;
 
 	if (s == NULL)
 		return NULL;
 	if ((d = strdup(s)) == NULL)
-		ld->oom = true;
+		loading->oom = true;
 	return d;
 }
 
@@ -335,11 +335,11 @@ copy_path(const char *s, const char *none)
 {
 	if (none != NULL && strcmp(s, none) == 0)
 		return NULL;
-	if (join_path(ld->tmp, sizeof(ld->tmp), ld->dir, s) == -1) {
-		fail(0, "path too long: %s", s);
+	if (join_path(loading->tmp, sizeof(loading->tmp), loading->dir, s) == -1) {
+		cf_fail(0, "path too long: %s", s);
 		return NULL;
 	}
-	return copy(ld->tmp);
+	return cf_copy(loading->tmp);
 }
 
 char **
@@ -352,11 +352,11 @@ copy_list(cfg_t *sec, const char *name, size_t *np)
 	if (n == 0)
 		return NULL;
 	if ((v = calloc(n, sizeof(*v))) == NULL) {
-		ld->oom = true;
+		loading->oom = true;
 		return NULL;
 	}
 	for (*np = n, i = 0; i < n; i++)
-		v[i] = copy(cfg_getnstr(sec, name, i));
+		v[i] = cf_copy(cfg_getnstr(sec, name, i));
 	return v;
 }
 
