@@ -21,6 +21,8 @@ enum store_hook_point {
 				 * back and merged with its neighbours */
 	STORE_HOOK_CARVE,	/* pool: a new slab half cut into chunks */
 	STORE_HOOK_EVICT,	/* no lock: victims chosen, not yet evicted */
+	STORE_HOOK_REWRITE,	/* stripe: store_update() half way through
+				 * rewriting a value in place */
 	STORE_HOOK_POINTS
 };
 

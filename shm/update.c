@@ -122,8 +122,17 @@ again:
 		r = n < 0 ? STORE_UNCHANGED : STORE_EINVAL;
 	} else if (it != NULL && !item_leased(it) && it->refcount == 0 &&
 	    it->vlen == (uint32_t)n) {
-		/* Nobody reads it: rewritten in place. */
-		memcpy(item_value(it), out, (size_t)n);
+		/*
+		 * Nobody reads it: rewritten in place.  Its checksum is
+		 * spoilt first, so a process killed mid-copy leaves an item
+		 * that the lock's repair drops (and counts), not a value
+		 * half old and half new that the next reader would trust.
+		 */
+		__atomic_store_n(&it->csum, ~it->csum, __ATOMIC_RELAXED);
+		__atomic_signal_fence(__ATOMIC_SEQ_CST);
+		memcpy(item_value(it), out, (size_t)n / 2);
+		TEST_HOOK(s, STORE_HOOK_REWRITE);
+		memcpy(item_value(it) + n / 2, out + n / 2, (size_t)(n - n / 2));
 		it->vcsum = value_csum(s, out, (size_t)n);
 		it->exptime = ttl_to_exptime(ttl, now);
 		it->flags = flags;

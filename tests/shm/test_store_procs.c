@@ -415,6 +415,55 @@ Test(store_procs, killed_while_writing_a_value, .timeout = 20)
 	store_destroy(s);
 }
 
+/* Rewrites an 8-byte value with eight 'n's. */
+static long
+to_new(const void *old, size_t oldlen, void *out, void *arg)
+{
+	(void)old;
+	(void)oldlen;
+	(void)arg;
+	memset(out, 'n', 8);
+	return 8;
+}
+
+/*
+ * store_update() rewrites an unread value in place: killed half way, it
+ * leaves no value half old and half new.  The lock's repair drops it.
+ */
+Test(store_procs, killed_while_rewriting_in_place, .timeout = 20)
+{
+	struct store *s = mk(4 << 20, 1, 4096, 4);
+	struct handshake h;
+	struct store_stats st;
+	struct store_ref ref;
+	pid_t pid;
+
+	cr_assert_eq(store_attach(s, 0), 0);
+	cr_assert_eq(store_set(s, "n", 1, "oooooooo", 8, 0, 0), STORE_OK);
+	cr_assert_eq(store_set(s, "b", 1, "old-b", 5, 0, 0), STORE_OK);
+	handshake_init(&h);
+	if ((pid = fork_child()) == 0) {
+		if (store_attach(s, 1) == -1)
+			_exit(3);
+		store_test_set_hook(s, STORE_HOOK_REWRITE, pause_here, &h);
+		store_update(s, "n", 1, 0, 0, to_new, NULL);
+		_exit(7);
+	}
+	handshake_wait(&h);
+	kill_wait(pid);
+	cr_assert_eq(store_get(s, "n", 1, &ref), STORE_MISS,
+	    "a half-rewritten value was served: '%.*s'", (int)ref.len,
+	    (const char *)ref.data);
+	expect_val(s, "b", "old-b");
+	store_stats(s, &st);
+	cr_assert_eq(st.lock_recoveries, 1);
+	cr_assert_eq(st.corruptions, 1);
+	store_reap_slot(s, 1);
+	cr_assert_eq(store_update(s, "n", 1, 0, 0, to_new, NULL), STORE_OK);
+	expect_val(s, "n", "nnnnnnnn");
+	store_destroy(s);
+}
+
 /* Pins left for later are pins: a dead holder's go with its reap. */
 Test(store_procs, killed_with_unpins_left_for_later, .timeout = 20)
 {
