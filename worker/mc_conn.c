@@ -346,6 +346,11 @@ on_readable(struct mc_conn *c)
 		}
 		room = c->isize - c->ilen;
 		n = recv(c->fd, c->in + c->ilen, room, 0);
+		/* The end after a full read: the replies to what came before
+		 * it go first (a half-closing client waits for them); the
+		 * next event reads the end again and closes. */
+		if (n == 0 && i > 0)
+			break;
 		if (n == 0 || (n == -1 && errno != EAGAIN && errno != EINTR)) {
 			mc_close(c);
 			return false;

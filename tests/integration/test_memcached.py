@@ -186,6 +186,31 @@ class Conformance(Listener):
                  b'END\r\n' % (val, val))
         self.assertEqual(self.ask(ask, until=b'\r\nEND\r\n'), want)
 
+    def test_replies_go_before_the_end_that_follows_a_full_read(self):
+        # A client sends exactly one input buffer (64 KB) of commands and
+        # half-closes.  The worker is stopped meanwhile, so the one read
+        # that fills the buffer and the end of the stream are both there
+        # when it looks: the replies to what the read brought must still
+        # go before the connection closes.
+        worker = self.corral().wait_workers(1)[0]
+        ask = b'mn\r\n' * (65536 // 4)
+        os.kill(worker, signal.SIGSTOP)
+        try:
+            s = socket.create_connection(('127.0.0.1', self.mc_port),
+                                         timeout=5)
+            s.sendall(ask)
+            s.shutdown(socket.SHUT_WR)
+        finally:
+            os.kill(worker, signal.SIGCONT)
+        out = b''
+        with s:
+            while True:
+                d = s.recv(65536)
+                if not d:
+                    break
+                out += d
+        self.assertEqual(out, b'MN\r\n' * (65536 // 4))
+
     def test_http_request_and_junk_close_the_connection(self):
         self.corral()
         self.assertEqual(self.ask(b'GET / HTTP/1.1\r\nHost: x\r\n\r\n'),
