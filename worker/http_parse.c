@@ -213,9 +213,11 @@ target_form(struct http_request *r, const char *q, bool plain)
 	ssize_t hl;
 
 	if (r->method == HTTP_M_CONNECT) {
-		/* authority-form = uri-host ":" port */
+		/* authority-form = uri-host ":" port (the host's length
+		 * leaves out a trailing dot: look for the colon after it) */
 		hl = http_host_check(p, n);
-		if (hl <= 0 || (size_t)hl + 1 >= n)
+		if (hl <= 0 || p[n - 1] == ':' ||
+		    memchr(p + hl, ':', n - (size_t)hl) == NULL)
 			return fail(r, 400, "CONNECT needs host:port");
 		r->host.p = p;
 		r->host.len = (size_t)hl;
