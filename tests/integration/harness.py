@@ -1136,3 +1136,37 @@ def strace_client_calls(test, trace, port, names):
             out.append(call)
     test.assertIsNotNone(who, 'no accept for port %d in the trace' % port)
     return out
+
+
+def read_after_refused(test, port, trace, data, timeout=60):
+    """
+    Sends data on a new connection to port with a small receive buffer,
+    reads nothing until the server's send on it is refused (EAGAIN in
+    trace, a strace_wrapper() of accept, accept4, sendto and sendmsg),
+    then reads to the end of the stream; returns the bytes read.
+    """
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8192)
+    s.settimeout(timeout)
+    s.connect(('127.0.0.1', port))
+    mine = s.getsockname()[1]
+    s.sendall(data)
+
+    def refused():
+        try:
+            calls = strace_client_calls(test, trace, mine,
+                                        ('sendto', 'sendmsg'))
+        except AssertionError:
+            return False	# its accept is not in the trace yet
+        return any('EAGAIN' in k for k in calls)
+    test.assertTrue(wait_until(refused, timeout),
+                    'the server never found the client\'s socket full')
+    buf = bytearray()
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        d = s.recv(65536)
+        if not d:
+            break
+        buf += d
+    s.close()
+    return bytes(buf)

@@ -15,8 +15,8 @@ import threading
 import time
 
 from harness import (CorralTestCase, build_request, free_port, parse_response,
-                     parse_responses, quote, read_text, strace_lines,
-                     strace_wrapper, wait_until)
+                     parse_responses, quote, read_after_refused, read_text,
+                     strace_lines, strace_wrapper, wait_until)
 from origin import body
 
 
@@ -512,6 +512,33 @@ class ProxyFramingTest(ProxyTestCase):
         for r in got:
             self.assertEqual(r.status, 200)
             self.assertTrue(r.body == body(n), 'body differs')
+
+    def test_pipelined_answers_to_a_client_that_reads_late(self):
+        # A body leaves from the upstream's read buffer, and only what the
+        # client's socket does not take is copied.  This client reads
+        # nothing until corral's sends are refused (the first answer is
+        # larger than both sockets can hold), then gets every byte of
+        # each answer, in order: a length, the origin's chunks, a HEAD, a
+        # small one, and one that ends at close (which ends the stream).
+        wrapper, trace = strace_wrapper(self, ('accept', 'accept4',
+                                               'sendto', 'sendmsg'))
+        o = self.origin()
+        c = self.start_proxy([o.addr], workers=1, wrapper=wrapper,
+                             upstream={'keepalive': 4})
+        c.wait_workers(1)
+        asked = [('GET', '/api/size/6000001', 6000001),
+                 ('GET', '/api/chunked/300007', 300007),
+                 ('HEAD', '/api/size/5000', 0),
+                 ('GET', '/api/size/4000', 4000),
+                 ('GET', '/api/size/70001', 70001),
+                 ('GET', '/api/close/200003', 200003)]
+        data = read_after_refused(self, c.port, trace, b''.join(
+            build_request(p, method=m) for m, p, _ in asked))
+        got = parse_responses(data, [m for m, _, _ in asked])
+        self.assertEqual([r.status for r in got], [200] * len(asked))
+        for (m, p, n), r in zip(asked, got):
+            self.assertTrue(r.body == body(n), '%s %s: body differs' % (m, p))
+        self.assertEqual(got[1].tokens('Transfer-Encoding'), {'chunked'})
 
     def test_chunked_decoded_for_10(self):
         o = self.origin()

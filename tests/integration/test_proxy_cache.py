@@ -15,7 +15,9 @@ import threading
 import time
 
 from harness import (BIN, CorralTestCase, build_request, parse_response,
-                     quote, read_text, wait_for, wait_until)
+                     parse_responses, quote, read_after_refused, read_text,
+                     strace_wrapper, wait_for, wait_until)
+from origin import body
 
 
 def seconds_pass(n, since):
@@ -119,6 +121,35 @@ class CacheBasicsTest(ProxyCacheCase):
         r = c.get('/api/chunked/5000', version='HTTP/1.0')
         self.assertCache(r, 'HIT', want)
         self.assertEqual(o.count('/api/chunked/5000'), 1)
+
+    def test_chunks_of_a_fill_to_a_client_that_reads_late(self):
+        # A body the cache takes goes out in corral's chunks, each lent
+        # from the upstream's read buffer with its framing and copied only
+        # where the client's socket is full.  This client reads nothing
+        # until corral's sends are refused, then gets each answer whole
+        # and in order: one found too large on the way, one stored, and a
+        # length.
+        wrapper, trace = strace_wrapper(self, ('accept', 'accept4',
+                                               'sendto', 'sendmsg'))
+        o = self.origin()
+        c = self.start_cache(o, workers=1, wrapper=wrapper)
+        c.wait_workers(1)
+        asked = [('/api/chunked/6000001', 6000001),
+                 ('/api/chunked/300007', 300007),
+                 ('/api/size/4000', 4000)]
+        data = read_after_refused(self, c.port, trace, b''.join(
+            build_request(p, headers=[('Connection', 'close')]
+                          if p == asked[-1][0] else [])
+            for p, _ in asked))
+        got = parse_responses(data)
+        self.assertEqual([r.status for r in got], [200] * len(asked))
+        for (p, n), r in zip(asked, got):
+            self.assertCache(r, 'MISS')
+            self.assertTrue(r.body == body(n), '%s: body differs' % p)
+        for r in got[:2]:
+            self.assertEqual(r.tokens('Transfer-Encoding'), {'chunked'})
+        self.assertCache(self.fetch(c, '/api/chunked/300007'), 'HIT',
+                         body(300007))
 
     def test_too_large_streamed_not_stored(self):
         o = self.origin()
