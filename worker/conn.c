@@ -430,12 +430,29 @@ conn_flush(struct conn *c)
 		conn_drained(c);
 		return true;
 	case 1:
-		conn_wait_output(c);
-		return true;
+		if (out_keep_lent(c)) {
+			conn_wait_output(c);
+			return true;
+		}
+		log_error("client %s: out of memory for the output", c->peer);
+		/* FALLTHROUGH */
 	default:
 		conn_close(c);
 		return false;
 	}
+}
+
+void
+conn_send_lent(struct conn *c)
+{
+	int rc = out_flush(c);
+
+	if (rc == 1 && !out_keep_lent(c)) {
+		log_error("client %s: out of memory for the output", c->peer);
+		rc = -1;
+	}
+	if (rc == -1)
+		c->broken = true;	/* out_flush() fails from now on */
 }
 
 static void

@@ -158,6 +158,13 @@ size_t conn_out_buffered(const struct conn *c);
 /* Writes what is queued; false when that closed the connection. */
 bool conn_flush(struct conn *c);
 
+/*
+ * Writes what is queued once, copying the lent bytes the socket did not
+ * take (resp_body_lend()); the rest goes, or a failure closes the
+ * connection, at its next write.
+ */
+void conn_send_lent(struct conn *c);
+
 /* The proxy can take request body bytes again. */
 void conn_body_resume(struct conn *c);
 

@@ -49,12 +49,14 @@ enum cstate {
 enum ctimer { T_NONE, T_IDLE, T_HEADER, T_BODY, T_SEND, T_LINGER,
 	T_HANDSHAKE, T_DELAY, T_PROXY, T_QUIT, T_KINDS };
 
-enum seg_type { SEG_OBUF, SEG_MEM, SEG_FILE };
+/* SEG_LENT: memory that is valid only until the next conn_flush() (see
+ * resp_body_lend()); what the socket did not take is then copied. */
+enum seg_type { SEG_OBUF, SEG_MEM, SEG_FILE, SEG_LENT };
 
 struct oseg {
 	uint8_t type;
 	int fd;			/* SEG_FILE */
-	const char *p;		/* SEG_MEM */
+	const char *p;		/* SEG_MEM, SEG_LENT */
 	size_t off;		/* SEG_OBUF offset */
 	off_t foff;		/* SEG_FILE offset */
 	size_t len;
@@ -262,6 +264,9 @@ struct oseg *seg_new(struct conn *c, enum seg_type type, size_t len);
 struct oseg *seg_mem(struct conn *c, const void *p, size_t len);
 /* Returns 0 when everything is written, 1 when blocked, -1 on error. */
 int out_flush(struct conn *c);
+/* After a blocked out_flush(): copies the lent bytes left into the output
+ * buffer; false when out of memory. */
+bool out_keep_lent(struct conn *c);
 /* Drops everything queued. */
 void out_reset(struct conn *c);
 /* Gives back the output buffers of a connection with nothing queued. */

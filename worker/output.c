@@ -1,7 +1,8 @@
 /*
  * The output queue of a connection: response headers in one growing
  * buffer, bodies as segments that point at cached bytes, pinned store
- * values or file ranges.  Consecutive memory segments leave in one
+ * values, file ranges or bytes lent until the next write (a proxied body
+ * in the upstream's read buffer).  Consecutive memory segments leave in one
  * sendmsg(); file segments go out with sendfile().  Over TLS the same
  * queue is gathered into record-sized writes (see out_flush_tls()).
  */
@@ -133,6 +134,37 @@ seg_done(struct oseg *s)
 		pin_put(s->pin);
 	s->ref = NULL;
 	s->pin = NULL;
+}
+
+bool
+out_keep_lent(struct conn *c)
+{
+	struct oseg *s, *prev;
+	unsigned i, j;
+	char *dst;
+
+	/* Each joins the buffer's segment before it when that ends where
+	 * its copy lands, so a slow client's queue stays one piece. */
+	for (i = j = c->shead; i < c->stail; i++) {
+		s = &c->segs[i];
+		if (s->type == SEG_LENT) {
+			if ((dst = obuf_reserve(c, s->len)) == NULL)
+				return false;
+			memcpy(dst, s->p, s->len);
+			s->type = SEG_OBUF;
+			s->p = NULL;
+			s->off = c->olen;
+			c->olen += s->len;
+		}
+		prev = j > c->shead ? &c->segs[j - 1] : NULL;
+		if (prev != NULL && s->type == SEG_OBUF &&
+		    prev->type == SEG_OBUF && prev->off + prev->len == s->off)
+			prev->len += s->len;
+		else
+			c->segs[j++] = *s;
+	}
+	c->stail = (uint16_t)j;
+	return true;
 }
 
 /* Consumes n written bytes from the head of the queue. */

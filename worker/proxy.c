@@ -255,11 +255,6 @@ px_send_head(struct proxy *px, const struct http_response *r)
 
 	if (cache_states_x_cache(px->cr))
 		drop |= HF_CACHE_OWN;
-	/* A body of a few KB is copied in after the head: one buffer of
-	 * the size for both, not a small one outgrown by each response. */
-	if (r->framing == HTTP_BODY_LENGTH && !px->head_get &&
-	    !resp_is_head(c))
-		resp_body_expect(c, (size_t)r->content_length);
 	if (r->reason.len > 0)
 		resp_status_reason(c, r->status, r->reason.p, r->reason.len);
 	else
@@ -359,10 +354,6 @@ px_finish(struct proxy *px)
 	if (px->bg) {
 		cache_commit(px->cr);
 		return PX_DONE;
-	}
-	if (px->out == OUT_CHUNK && !resp_is_head(px->c)) {
-		resp_body_copy(px->c, "0\r\n\r\n", 5);
-		px->sent += 5;
 	}
 	if (px->cr != NULL)
 		cache_commit(px->cr);
@@ -479,21 +470,29 @@ px_head_cb(void *arg, const struct http_response *r, bool *decode)
 	return px_run(px, PX_HEAD) != PX_DONE;
 }
 
-/* Queues body bytes for the client, in the framing chosen at the head. */
+/*
+ * Queues body bytes for the client, in the framing chosen at the head.
+ * They are lent from the upstream's read buffer (with the framing's
+ * constant bytes) until the next write: see px_body_cb().
+ */
 static void
-px_out(struct proxy *px, const char *p, size_t len)
+px_out(struct proxy *px, const char *p, size_t len, bool last)
 {
 	char size[24];
 	size_t n;
 
-	if (px->out == OUT_CHUNK) {
+	if (px->out == OUT_CHUNK && len > 0) {
 		n = http_chunk_line(size, len);
 		resp_body_copy(px->c, size, n);
-		resp_body_copy(px->c, p, len);
-		resp_body_copy(px->c, "\r\n", 2);
+		resp_body_lend(px->c, p, len);
+		resp_body_lend(px->c, "\r\n", 2);
 		px->sent += n + 2;
 	} else {
-		resp_body_copy(px->c, p, len);
+		resp_body_lend(px->c, p, len);
+	}
+	if (px->out == OUT_CHUNK && last) {
+		resp_body_lend(px->c, "0\r\n\r\n", 5);
+		px->sent += 5;
 	}
 	px->sent += len;
 }
@@ -521,15 +520,24 @@ px_body_cb(void *arg, char *p, size_t len, bool last)
 			last = true;
 		len = 0;
 	}
-	if (len > 0 && !resp_is_head(c))
-		px_out(px, p, len);
+	if (!resp_is_head(c) && !px->intercept) {
+		px_out(px, p, len, last);
+		/* The exchange, and the buffer the bytes are lent from, end
+		 * in FINISH: they go now, with the head when it waits. */
+		if (last)
+			conn_send_lent(c);
+	}
 	if (last) {
 		px_run(px, PX_FINISH);
 		return false;
 	}
+	/* Sent from where they are; what the client does not take yet is
+	 * copied. */
+	if (!conn_flush(c))
+		return false;
 	if (conn_out_buffered(c) > PX_OUT_HIGH)
 		upstream_conn_pause(px->uc);	/* see proxy_drained() */
-	return conn_flush(c);
+	return true;
 }
 
 static void

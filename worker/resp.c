@@ -339,16 +339,18 @@ resp_body_copy(struct conn *c, const void *p, size_t len)
 	obuf_add(c, p, len);
 }
 
-/* Room for a head of this much is taken with the body's. */
-#define HEAD_ROOM	1024
-
 void
-resp_body_expect(struct conn *c, size_t len)
+resp_body_lend(struct conn *c, const void *p, size_t len)
 {
-	/* Past OBUF_BIG it grows by realloc() anyway. */
-	if (len <= OBUF_BIG - HEAD_ROOM &&
-	    obuf_reserve(c, len + HEAD_ROOM) == NULL)
+	struct oseg *s;
+
+	if (len == 0)
+		return;
+	if ((s = seg_new(c, SEG_LENT, len)) == NULL) {
 		c->broken = true;
+		return;
+	}
+	s->p = p;
 }
 
 void

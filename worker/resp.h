@@ -95,10 +95,11 @@ void resp_abort(struct conn *c);
 void resp_body_copy(struct conn *c, const void *p, size_t len);
 
 /*
- * A head and then len body bytes will be copied: the output buffer takes
- * its size for both at once, rather than growing under the body.
+ * Queues body bytes that stay valid only until the next conn_flush() or
+ * conn_send_lent(): they leave from where they are, with what is queued
+ * before them, and only what the socket does not take is copied.
  */
-void resp_body_expect(struct conn *c, size_t len);
+void resp_body_lend(struct conn *c, const void *p, size_t len);
 
 /* A representation that Range requests may address. */
 #define RESP_RANGES_MAX	16	/* keeps a response within its segments */
