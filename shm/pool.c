@@ -134,10 +134,10 @@ big_pages(size_t total)
 }
 
 /* The run that holds page: its first page and head entry; false if the
- * page is inside a free run (neither its head nor its tail) or damaged. */
-bool
-do_pool_run_of(const struct store *s, uint64_t page, uint64_t *head,
-    uint64_t *entry)
+ * page is inside a free run (neither its head nor its tail) or damaged.
+ * Static and always inlined: item_at() runs it on every link it checks. */
+static inline __attribute__((always_inline)) bool
+run_of(const struct store *s, uint64_t page, uint64_t *head, uint64_t *entry)
 {
 	uint64_t e = pt_get(s, page), h = page, len;
 	unsigned kind;
@@ -156,6 +156,117 @@ do_pool_run_of(const struct store *s, uint64_t page, uint64_t *head,
 	*head = h;
 	*entry = e;
 	return true;
+}
+
+bool
+do_pool_run_of(const struct store *s, uint64_t page, uint64_t *head,
+    uint64_t *entry)
+{
+	return run_of(s, page, head, entry);
+}
+
+/*
+ * in % chunk == 0 without a division (item_at() asks it of every link):
+ * with chunk = d << k, d odd, and inv the inverse of d mod 2^64, the
+ * multiples of chunk are exactly the in whose in * inv, rotated right by
+ * k, is at most UINT64_MAX / chunk (Hacker's Delight, 10-17).
+ */
+void
+chunk_div_init(struct store *s)
+{
+	uint64_t c, d, inv;
+	unsigned cls, i;
+
+	for (cls = 0; cls < MAX_CLASSES; cls++) {
+		if ((c = s->l.chunk[cls]) == 0)
+			continue;	/* the big class: no chunks */
+		s->chunk_tz[cls] = (uint8_t)__builtin_ctzll(c);
+		d = c >> s->chunk_tz[cls];
+		inv = d;	/* right in 3 bits; each step doubles them */
+		for (i = 0; i < 5; i++)
+			inv *= 2 - d * inv;
+		s->chunk_inv[cls] = inv;
+		s->chunk_lim[cls] = UINT64_MAX / c;
+	}
+}
+
+static inline __attribute__((always_inline)) bool
+starts_chunk(const struct store *s, unsigned cls, uint64_t in)
+{
+	uint64_t x = in * s->chunk_inv[cls];
+	unsigned k = s->chunk_tz[cls];
+
+	x = x >> k | x << ((64 - k) & 63);	/* one ror */
+	return x <= s->chunk_lim[cls];
+}
+
+/* The same for the tests; cls below big_class. */
+bool
+chunk_start(const struct store *s, unsigned cls, uint64_t in)
+{
+	return starts_chunk(s, cls, in);
+}
+
+/* Fits in cap bytes with its key and value, and has a known state. */
+static inline __attribute__((always_inline)) bool
+sane(const struct store *s, const struct item *it, uint64_t cap)
+{
+	switch (it->state) {
+	case ST_FREE:
+		return true;
+	case ST_RESV:
+	case ST_LINKED:
+	case ST_ZOMBIE:
+		return it->klen <= STORE_KEY_MAX && it->vlen <=
+		    s->l.max_object && ITEM_HDR + ALIGN((uint64_t)it->klen,
+		    8) + it->vlen <= cap;
+	default:
+		return false;
+	}
+}
+
+bool
+item_sane(const struct store *s, const struct item *it, uint64_t cap)
+{
+	return sane(s, it, cap);
+}
+
+/*
+ * The item at off, if off is the start of a sane chunk or big run.  Every
+ * offset read from the map goes through here before it is followed (an
+ * LRU or hash link, a free chunk's link, a slot record), so it is here,
+ * next to the page table, that its checks are inlined: run_of() and
+ * sane() are the same checks as do_pool_run_of() and item_sane(), with
+ * no calls and no division (136 -> 96 instructions a call, callgrind).
+ */
+struct item *
+item_at(const struct store *s, uint64_t off)
+{
+	const struct layout *l = &s->l;
+	uint64_t head, e, in, chunk;
+	unsigned cls;
+	struct item *it;
+
+	if (off < l->arena_off || off - l->arena_off >= l->npages * PAGE ||
+	    off % 8 != 0)
+		return NULL;
+	if (!run_of(s, (off - l->arena_off) / PAGE, &head, &e))
+		return NULL;
+	in = off - l->arena_off - head * PAGE;
+	it = (struct item *)(s->base + off);
+	cls = PT_CLASS(e);
+	if (PT_KIND(e) == PT_BIG) {
+		if (in != 0 || it->cls != l->big_class)
+			return NULL;
+		return sane(s, it, PT_LEN(e) * PAGE) ? it : NULL;
+	}
+	if (PT_KIND(e) != PT_SLAB || cls >= l->big_class)
+		return NULL;
+	chunk = l->chunk[cls];
+	if (!starts_chunk(s, cls, in) || in + chunk > PT_LEN(e) * PAGE ||
+	    it->cls != cls)
+		return NULL;
+	return sane(s, it, chunk) ? it : NULL;
 }
 
 uint64_t

@@ -411,6 +411,7 @@ store_create(const struct store_options *o, char *err, size_t errlen)
 	s->fd = -1;
 	s->memfd = -1;
 	s->l = l;
+	chunk_div_init(s);
 	s->slot = -1;
 	s->creator = getpid();
 	s->persist = o->persist && o->path != NULL;

@@ -227,6 +227,10 @@ struct store {
 	bool wake_any;
 	bool bad;		/* a bad link was seen under a stripe lock */
 	bool pool_bad;		/* the same under the pool lock */
+	/* chunk_start()'s constants, from l (chunk_div_init); not in the map */
+	uint64_t chunk_inv[MAX_CLASSES];	/* odd part's inverse mod 2^64 */
+	uint64_t chunk_lim[MAX_CLASSES];	/* UINT64_MAX / chunk */
+	uint8_t chunk_tz[MAX_CLASSES];		/* chunk's trailing 0 bits */
 	int pool_depth;		/* the pool lock is held (nested count) */
 	uint8_t secret[SECRET_SIZE];
 	int64_t (*clock)(void *);
@@ -296,6 +300,10 @@ void do_pool_each(struct store *s, void (*fn)(struct store *, struct item *,
     void *), void *arg);
 bool do_pool_run_of(const struct store *s, uint64_t page, uint64_t *head,
     uint64_t *entry);
+void chunk_div_init(struct store *s);
+bool chunk_start(const struct store *s, unsigned cls, uint64_t in);
+struct item *item_at(const struct store *s, uint64_t off);
+bool item_sane(const struct store *s, const struct item *it, uint64_t cap);
 
 /* stripe.c: stripes, locks, items, LRU, hash chains, records, repair */
 struct stripe *stripe_at(const struct store *s, unsigned si);
@@ -306,8 +314,6 @@ uint64_t key_hash(const struct store *s, const void *key, size_t klen);
 char *item_key(struct item *it);
 char *item_value(struct item *it);
 uint64_t item_off(const struct store *s, const struct item *it);
-struct item *item_at(const struct store *s, uint64_t off);
-bool item_sane(const struct store *s, const struct item *it, uint64_t cap);
 bool item_expired(const struct item *it, int64_t now);
 bool item_leased(const struct item *it);
 bool item_evictable(const struct item *it);

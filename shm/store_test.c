@@ -210,3 +210,14 @@ store_test_pool(struct store *s, uint64_t *free_pages, uint64_t *longest)
 	}
 	pool_unlock(s);
 }
+
+bool
+store_test_chunk_start(struct store *s, unsigned cls, uint64_t in,
+    uint64_t *chunk)
+{
+	*chunk = 0;
+	if (cls >= s->l.big_class)
+		return false;
+	*chunk = s->l.chunk[cls];
+	return chunk_start(s, cls, in);
+}

@@ -7,6 +7,7 @@
 #ifndef CORRAL_STORE_TEST_H
 #define CORRAL_STORE_TEST_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -40,5 +41,12 @@ int store_test_check(struct store *s, char *err, size_t errlen);
 /* Free pages in the pool, and the longest free run. */
 void store_test_pool(struct store *s, uint64_t *free_pages,
     uint64_t *longest_run);
+/*
+ * Whether item_at() takes in (bytes from a slab's start) as the start of a
+ * chunk of class cls, and that class's chunk size in *chunk; false and 0
+ * past the slab classes.
+ */
+bool store_test_chunk_start(struct store *s, unsigned cls, uint64_t in,
+    uint64_t *chunk);
 
 #endif

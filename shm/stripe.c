@@ -150,53 +150,6 @@ value_csum(const struct store *s, const void *val, size_t len)
 	return s->persist ? (uint32_t)XXH3_64bits(val, len) : 0;
 }
 
-/* Fits in cap bytes with its key and value, and has a known state. */
-bool
-item_sane(const struct store *s, const struct item *it, uint64_t cap)
-{
-	switch (it->state) {
-	case ST_FREE:
-		return true;
-	case ST_RESV:
-	case ST_LINKED:
-	case ST_ZOMBIE:
-		return it->klen <= STORE_KEY_MAX && it->vlen <=
-		    s->l.max_object && ITEM_HDR + ALIGN((uint64_t)it->klen,
-		    8) + it->vlen <= cap;
-	default:
-		return false;
-	}
-}
-
-/* The item at off, if off is the start of a sane chunk or big run. */
-struct item *
-item_at(const struct store *s, uint64_t off)
-{
-	const struct layout *l = &s->l;
-	uint64_t head, e, in;
-	unsigned cls;
-	struct item *it;
-
-	if (off < l->arena_off || off - l->arena_off >= l->npages * PAGE ||
-	    off % 8 != 0)
-		return NULL;
-	if (!do_pool_run_of(s, page_of_off(s, off), &head, &e))
-		return NULL;
-	in = off - l->arena_off - head * PAGE;
-	it = (struct item *)(s->base + off);
-	cls = PT_CLASS(e);
-	if (PT_KIND(e) == PT_BIG) {
-		if (in != 0 || it->cls != l->big_class)
-			return NULL;
-		return item_sane(s, it, PT_LEN(e) * PAGE) ? it : NULL;
-	}
-	if (PT_KIND(e) != PT_SLAB || cls >= l->big_class ||
-	    in % l->chunk[cls] != 0 || in + l->chunk[cls] > PT_LEN(e) * PAGE ||
-	    it->cls != cls)
-		return NULL;
-	return item_sane(s, it, l->chunk[cls]) ? it : NULL;
-}
-
 /* A link read from the map: 0 ends the list; a bad one flags the stripe. */
 static struct item *
 follow(struct store *s, uint64_t off)

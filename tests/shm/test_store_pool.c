@@ -3,7 +3,8 @@
  * the whole store, so it fills before it evicts whatever the mix of sizes
  * and the number of stripes; pages move between size classes when the mix
  * changes; big values find contiguous room; eviction follows recency
- * across stripes; and the pool's invariants hold after random traffic.
+ * across stripes; the pool's invariants hold after random traffic; and a
+ * chunk's start is told without a division as it is with one.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -364,5 +365,40 @@ Test(store_pool, updates_and_holders_in_a_full_store, .timeout = 60)
 	cr_assert_eq(ref.len, 8);
 	store_release(s, &ref);
 	cr_assert_eq(store_test_check(s, err, sizeof(err)), 0, "%s", err);
+	store_destroy(s);
+}
+
+/*
+ * item_at() finds a chunk's start without a division: it agrees with
+ * in % chunk for every class, on every offset of a few slabs and on any
+ * 64-bit one (a link read from a damaged map can say anything).
+ */
+Test(store_pool, chunk_start_agrees_with_modulo, .timeout = 60)
+{
+	struct store *s = mk(4 << 20, 1, 1 << 20);
+	uint64_t chunk, in, classes = 0;
+	unsigned cls;
+	int i;
+
+	rng_state = 0x5eed;
+	for (cls = 0;; cls++) {
+		store_test_chunk_start(s, cls, 0, &chunk);
+		if (chunk == 0)
+			break;
+		classes++;
+		for (in = 0; in < 4 * chunk + 4 * 65536; in++)
+			cr_assert_eq(store_test_chunk_start(s, cls, in, &chunk),
+			    in % chunk == 0, "class %u (%llu B), %llu", cls,
+			    (unsigned long long)chunk, (unsigned long long)in);
+		for (i = 0; i < 200000; i++) {
+			in = i % 2 ? rnd() : rnd() / chunk * chunk +
+			    (uint64_t)(i % 5) - 2;
+			cr_assert_eq(store_test_chunk_start(s, cls, in, &chunk),
+			    in % chunk == 0, "class %u (%llu B), %llu", cls,
+			    (unsigned long long)chunk, (unsigned long long)in);
+		}
+	}
+	cr_assert_gt(classes, 10, "only %llu slab classes",
+	    (unsigned long long)classes);
 	store_destroy(s);
 }
