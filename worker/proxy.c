@@ -622,6 +622,7 @@ proxy_start(struct conn *c, const struct config_location *l,
 	px->l2_asked = 0;
 	px->underscore_logged = false;
 	px->conn_opts = r->connection;
+	px->conn_other = r->conn_options;
 	px->starting = true;
 	px->step = PX_FETCH;
 	/* CGI/1.1 wants CONTENT_LENGTH: a chunked body is read whole

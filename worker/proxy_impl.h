@@ -88,6 +88,8 @@ struct proxy {
 	bool intercept;			/* DONE: px->status goes to the
 					   location's error_page */
 	bool conn_opts;			/* the request has Connection */
+	bool conn_other;		/* naming options other than close
+					   and keep-alive */
 	bool underscore_logged;
 
 	/* A request body read whole before the exchange (reqbody.h). */

@@ -106,6 +106,25 @@ px_set_names(const struct proxy *px, struct span name)
 	return false;
 }
 
+/*
+ * Whether a Connection line names field name, which then is not passed
+ * on (RFC 9110 7.6.1).  Lines that name only close and keep-alive (the
+ * usual Connection: keep-alive) can name no other field: those lines are
+ * read for no other, not once a field.
+ */
+static bool
+px_conn_named(const struct proxy *px, const struct http_request *r,
+    struct span name)
+{
+	if (!px->conn_opts)
+		return false;
+	if (!px->conn_other &&
+	    !(name.len == 5 && http_ieq(name.p, "close", 5)) &&
+	    !(name.len == 10 && http_ieq(name.p, "keep-alive", 10)))
+		return false;
+	return http_field_connection_option(r->headers, r->nheaders, name);
+}
+
 /* The header rules for a request field (see the top of the file). */
 static bool
 px_keep(const struct upstream_request *rq, const struct http_header *h)
@@ -119,8 +138,7 @@ px_keep(const struct upstream_request *rq, const struct http_header *h)
 	/* The target's authority replaces it (RFC 9112 3.2.2). */
 	if (rq->r->absolute_form && http_span_ieq(h->name, "host"))
 		return false;
-	if (px->conn_opts && http_field_connection_option(rq->r->headers,
-	    rq->r->nheaders, h->name))
+	if (px_conn_named(px, rq->r, h->name))
 		return false;
 	if (!px->srv->underscores_in_headers &&
 	    memchr(h->name.p, '_', h->name.len) != NULL) {

@@ -416,6 +416,23 @@ class ServerVarsTest(FastCGITestCase):
         self.assertNotIn('HTTP_X_UNDER', s)
 
 
+    def test_fields_named_by_connection_are_not_passed(self):
+        # RFC 9110 7.6.1: a field a Connection option names is hop by
+        # hop, also for close and keep-alive; the others pass.
+        c, _ = self.start_php()
+        c.write('dump.php', DUMP_PHP)
+        for conn, named in (('close', 'Close'),
+                            ('keep-alive', 'Keep-Alive'),
+                            ('keep-alive, X-Drop', 'X-Drop')):
+            with self.subTest(connection=conn):
+                s = self.dump(c, headers=['Connection: ' + conn,
+                                          named + ': 1', 'X-Kept: 1',
+                                          'Accept: */*'])['server']
+                cgi = 'HTTP_' + named.upper().replace('-', '_')
+                self.assertNotIn(cgi, s)
+                self.assertEqual(s.get('HTTP_X_KEPT'), '1')
+                self.assertEqual(s.get('HTTP_ACCEPT'), '*/*')
+
     def test_https_over_tls(self):
         # nginx's fastcgi_params: REQUEST_SCHEME $scheme and HTTPS $https
         # if_not_empty; applications build their own URLs from them.
